@@ -6,7 +6,9 @@
 
 RL_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RL_PG_MAJOR=15
-RL_PGBIN=/usr/lib/postgresql/$RL_PG_MAJOR/bin
+# PG_CONFIG may name another installation of the same major version.
+export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$RL_PG_MAJOR/bin/pg_config}
+RL_PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/$RL_PG_MAJOR/bin)
 RL_PG_USER=postgres
 
 rl_log() { printf '==> %s\n' "$*" >&2; }
