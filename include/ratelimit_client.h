@@ -343,18 +343,19 @@ static RlStatus
 rl_check_arguments(const char *limiter, const char *key, double rate,
 				   int32_t burst, int32_t cost, GcraLimit *limit)
 {
+	/* in rl_take's order; the server refuses bad encoding before the call */
+	if (limiter != NULL && !rl_valid_utf8(limiter))
+		return RL_INVALID_LIMITER;
+	if (key != NULL && !rl_valid_utf8(key))
+		return RL_INVALID_KEY;
 	if (limiter == NULL)
 		return RL_NULL_LIMITER;
-	if (key == NULL)
-		return RL_NULL_KEY;
 	if (limiter[0] == '\0')
 		return RL_EMPTY_LIMITER;
+	if (key == NULL)
+		return RL_NULL_KEY;
 	if (key[0] == '\0')
 		return RL_EMPTY_KEY;
-	if (!rl_valid_utf8(limiter))
-		return RL_INVALID_LIMITER;
-	if (!rl_valid_utf8(key))
-		return RL_INVALID_KEY;
 	switch (gcra_limit_init(limit, rate, burst,
 							rl_clock_us(CLOCK_REALTIME) - RL_PG_EPOCH_US,
 							RL_PG_MAX_TIME_US))
@@ -1057,6 +1058,26 @@ rl_fallback(RlClient *c, RlEntry *e, const GcraLimit *limit, int64_t now,
 	return RL_OK;
 }
 
+/*
+ * A refusal by the pre-check, with the figures the database would give as
+ * far as this process knows: its last answer for the key, carried forward in
+ * time (neither is stored).  The request is allowed again when both the
+ * database and the pre-check would let it through.
+ */
+static void
+rl_refuse_locally(RlEntry *e, const GcraLimit *limit,
+				  const GcraDecision *precheck, int64_t now, int32_t cost,
+				  RlDecision *out)
+{
+	GcraDecision peek = gcra_decide(limit, &e->memory, now, 0);
+	GcraDecision take = gcra_decide(limit, &e->memory, now, cost);
+
+	rl_decision_from_gcra(out, &peek, RL_SOURCE_LOCAL);
+	out->allowed = false;
+	out->retry_after = (take.allowed || take.retry_after_us < precheck->retry_after_us ?
+						precheck->retry_after_us : take.retry_after_us) / 1e6;
+}
+
 RlStatus
 rl_client_take(RlClient *client, const char *limiter, const char *key,
 			   double rate, int32_t burst, int32_t cost, RlDecision *decision)
@@ -1117,9 +1138,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 
 		if (!p.allowed)
 		{
-			/* remaining is the database's, unknown here: none */
-			rl_decision_from_gcra(decision, &p, RL_SOURCE_LOCAL);
-			decision->remaining = 0;
+			rl_refuse_locally(e, &limit, &p, now, cost, decision);
 			c->stats.local++;
 			pthread_mutex_unlock(&c->lock);
 			return RL_OK;
