@@ -13,7 +13,8 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(client_node build_client run_client start_pgbouncer);
+our @EXPORT = qw(client_node build_client run_client run_program start_pgbouncer
+  readme_example);
 
 my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
 
@@ -54,6 +55,35 @@ sub build_client
 	return $bin;
 }
 
+my %sanitizer_env = (
+	ASAN_OPTIONS => 'detect_leaks=1:halt_on_error=1',
+	UBSAN_OPTIONS => 'halt_on_error=1:print_stacktrace=1',
+	TSAN_OPTIONS => 'halt_on_error=1:second_deadlock_stack=1');
+
+# run_program(BINARY, ARG...): run a program that is not a test, with the
+# sanitizers' settings; returns (exit status, stdout, stderr).
+sub run_program
+{
+	my ($bin, @args) = @_;
+	my ($out, $err) = ('', '');
+	local %ENV = (%ENV, %sanitizer_env);
+	IPC::Run::run([ $bin, @args ], '>', \$out, '2>', \$err,
+		IPC::Run::timeout(300));
+	return ($?, $out, $err);
+}
+
+# readme_example(FILE): the first C block of README.md's section "The C
+# client", written to FILE, so that the tests build it exactly as printed.
+sub readme_example
+{
+	my ($file) = @_;
+	my $readme = PostgreSQL::Test::Utils::slurp_file("$src/README.md");
+	my ($code) = $readme =~ /^## The C client\n.*?^```c\n(.*?)^```$/ms
+	  or die "README.md has no C example under \"## The C client\"\n";
+	PostgreSQL::Test::Utils::append_to_file($file, $code);
+	return $file;
+}
+
 # run_client(BINARY, args => [...], steps => {NAME => CODE}, wrap => [...]):
 # run it, relay its TAP lines as tests, answer its steps, then check that it
 # ran its whole plan and exited 0 (a sanitizer report or a leak exits non-zero).
@@ -65,9 +95,7 @@ sub run_client
 	my ($run, $plan) = (0, -1);
 	my $timer = IPC::Run::timeout($opt{timeout} // 900);
 
-	local $ENV{ASAN_OPTIONS} = 'detect_leaks=1:halt_on_error=1';
-	local $ENV{UBSAN_OPTIONS} = 'halt_on_error=1:print_stacktrace=1';
-	local $ENV{TSAN_OPTIONS} = 'halt_on_error=1:second_deadlock_stack=1';
+	local %ENV = (%ENV, %sanitizer_env);
 	my @cmd = (@{ $opt{wrap} // [] }, $bin, @{ $opt{args} // [] });
 	my $h = IPC::Run::start(\@cmd, '<', \$in, '>', \$out, '2>', \$err, $timer);
 	eval {
