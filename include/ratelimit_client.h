@@ -137,7 +137,10 @@ extern RlStatus rl_client_take(RlClient *client, const char *limiter,
 
 extern void rl_client_stats(RlClient *client, RlClientStats *stats);
 
-/* Close the connections (cancelling a query still running) and free all. */
+/*
+ * Close the connections and free all.  A cancel still in progress is waited
+ * for (it needs the server to accept a connection, or to refuse one).
+ */
 extern void rl_client_free(RlClient *client);
 
 /* A sentence for a status, naming the argument. */
@@ -677,8 +680,9 @@ rl_wait(int sock, short events, int64_t deadline)
 		pfd.fd = sock;
 		pfd.events = events;
 		pfd.revents = 0;
+		left = (left + 999) / 1000;	/* in ms, rounded up */
 		/* ready, or an error that libpq will report */
-		if (poll(&pfd, 1, (int) ((left + 999) / 1000)) != 0)
+		if (poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int) left) != 0)
 			return true;
 	}
 }
@@ -908,6 +912,13 @@ rl_parse_double(const char *text, double *value)
 
 	*value = strtod(text, &end);
 	return end != text && *end == '\0' && isfinite(*value) && *value >= 0;
+}
+
+/* Seconds from the database in microseconds, at most max_us. */
+static int64_t
+rl_seconds_to_us(double seconds, int64_t max_us)
+{
+	return seconds * 1e6 >= (double) max_us ? max_us : (int64_t) llround(seconds * 1e6);
 }
 
 /* rl_take's row as a decision; false when it is not one. */
@@ -1163,9 +1174,8 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 		/* the shared fill level, for an outage that starts now */
 		if (e != NULL)
 			rl_entry_set(&c->table, e, &e->memory,
-						 now + (decision->reset_after * 1e6 >= (double) limit.tolerance_us ?
-								limit.tolerance_us :
-								(int64_t) llround(decision->reset_after * 1e6)),
+						 now + rl_seconds_to_us(decision->reset_after,
+												limit.tolerance_us),
 						 limit.interval_us);
 		pthread_mutex_unlock(&c->lock);
 		return RL_OK;
