@@ -258,7 +258,9 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
 
 	bucket->present = true;
 	bucket->tat_us = DatumGetTimestampTz(slot_getattr(slot, ATT_TAT, &isnull));
+	Assert(!isnull);
 	bucket->interval_us = DatumGetInt64(slot_getattr(slot, ATT_INTERVAL, &isnull));
+	Assert(!isnull && bucket->interval_us > 0);
 }
 
 /*
