@@ -1,0 +1,53 @@
+/*
+ * ratelimit.c
+ *		Module entry point of the ratelimit extension: its settings.
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+
+#include "ratelimit.h"
+
+PG_MODULE_MAGIC;
+
+char	   *ratelimit_key_secret = NULL;
+int			ratelimit_in_transaction = IN_TRANSACTION_WARN;
+
+static const struct config_enum_entry in_transaction_options[] = {
+	{"allow", IN_TRANSACTION_ALLOW, false},
+	{"warn", IN_TRANSACTION_WARN, false},
+	{"error", IN_TRANSACTION_ERROR, false},
+	{NULL, 0, false}
+};
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	/*
+	 * One secret for the whole cluster, so every backend computes the same
+	 * keys; hidden from roles that may not see it.  Only a loaded library
+	 * can hide it, hence the README's advice to preload.
+	 */
+	DefineCustomStringVariable("ratelimit.key_secret",
+							   "Secret for HMAC-SHA-256 bucket keys; empty means plain SHA-256.",
+							   "Changing it starts every budget afresh.",
+							   &ratelimit_key_secret,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("ratelimit.in_transaction",
+							 "What rl_take does inside an explicit transaction block.",
+							 "Its decision rolls back with the transaction and its row lock lasts until commit.",
+							 &ratelimit_in_transaction,
+							 IN_TRANSACTION_WARN,
+							 in_transaction_options,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("ratelimit");
+}

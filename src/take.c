@@ -1,0 +1,215 @@
+/*
+ * take.c
+ *		The SQL face of a decision: rl_take, rl_take_at and rl_reset.
+ *
+ * Checks every argument before anything is read or written, then hands the
+ * key and limit to bucket_store.c and turns the decision into rl_decision.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "funcapi.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "ratelimit.h"
+
+PG_FUNCTION_INFO_V1(rl_take);
+PG_FUNCTION_INFO_V1(rl_take_at);
+PG_FUNCTION_INFO_V1(rl_reset);
+
+#define ARG_LIMITER 0
+#define ARG_KEY 1
+#define ARG_RATE 2
+#define ARG_BURST 3
+#define ARG_COST 4
+#define ARG_AT 5
+
+/* Blessed descriptor of rl_decision; NULL after any change to pg_proc. */
+static TupleDesc decision_desc = NULL;
+
+static void
+forget_decision_desc(Datum arg, int cacheid, uint32 hashvalue)
+{
+	/* allocated in CacheMemoryContext; a leak only when the type changes */
+	decision_desc = NULL;
+}
+
+static TupleDesc
+get_decision_desc(FunctionCallInfo fcinfo)
+{
+	static bool callback_registered = false;
+
+	if (decision_desc == NULL)
+	{
+		TupleDesc	desc;
+		MemoryContext old;
+
+		if (!callback_registered)
+		{
+			CacheRegisterSyscacheCallback(PROCOID, forget_decision_desc, (Datum) 0);
+			callback_registered = true;
+		}
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		old = MemoryContextSwitchTo(CacheMemoryContext);
+		decision_desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+		MemoryContextSwitchTo(old);
+	}
+	return decision_desc;
+}
+
+static void
+require_argument(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
+/* limiter and key: present and non-empty */
+static text *
+required_text_argument(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	text	   *value;
+
+	require_argument(fcinfo, argno, name);
+	value = PG_GETARG_TEXT_PP(argno);
+	if (VARSIZE_ANY_EXHDR(value) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be empty", name)));
+	return value;
+}
+
+static void
+refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("%s", gcra_error_message(error)),
+			 error == GCRA_BAD_COST ? errdetail("cost is %d.", cost) :
+			 error == GCRA_BAD_BURST ? errdetail("burst is %d.", burst) :
+			 errdetail("rate is %g per second, burst is %d.", rate, burst)));
+}
+
+/*
+ * Inside BEGIN ... COMMIT the decision rolls back with the transaction and
+ * the row lock lasts until its end: ratelimit.in_transaction says whether
+ * that is fine, worth a warning once per session, or an error.
+ */
+static void
+check_transaction_block(const char *function)
+{
+	static bool warned = false;
+
+	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || !IsTransactionBlock())
+		return;
+	if (ratelimit_in_transaction == IN_TRANSACTION_ERROR)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s cannot run inside a transaction block", function),
+				 errdetail("Its decision would roll back with the transaction, and its row lock would last until commit."),
+				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"warn\" or \"allow\".")));
+	if (!warned)
+	{
+		warned = true;
+		ereport(WARNING,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s ran inside a transaction block", function),
+				 errdetail("Its decision rolls back with the transaction, and its row lock lasts until commit."),
+				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"allow\" to silence this warning.")));
+	}
+}
+
+static double
+seconds(int64 us)
+{
+	return (double) us / USECS_PER_SEC;
+}
+
+/* The body of rl_take and rl_take_at, deciding at time now. */
+static Datum
+take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
+{
+	text	   *limiter = required_text_argument(fcinfo, ARG_LIMITER, "limiter");
+	text	   *key = required_text_argument(fcinfo, ARG_KEY, "key");
+	double		rate;
+	int32		burst;
+	int32		cost;
+	GcraLimit	limit;
+	GcraError	error;
+	GcraDecision d;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+
+	require_argument(fcinfo, ARG_RATE, "rate");
+	require_argument(fcinfo, ARG_BURST, "burst");
+	require_argument(fcinfo, ARG_COST, "cost");
+	rate = PG_GETARG_FLOAT8(ARG_RATE);
+	burst = PG_GETARG_INT32(ARG_BURST);
+	cost = PG_GETARG_INT32(ARG_COST);
+
+	error = gcra_limit_init(&limit, rate, burst, now, END_TIMESTAMP - 1);
+	if (error == GCRA_OK && cost < 0)
+		error = GCRA_BAD_COST;
+	if (error != GCRA_OK)
+		refuse_limit(error, rate, burst, cost);
+
+	bucket_store_refuse_recovery(function);
+	check_transaction_block(function);
+
+	bucket_store_connect(fcinfo->flinfo->fn_oid);
+	d = bucket_store_take(bucket_key(limiter, key), &limit, now, cost);
+	bucket_store_disconnect();
+
+	values[0] = BoolGetDatum(d.allowed);
+	values[1] = Int32GetDatum(d.remaining);
+	values[2] = Float8GetDatum(seconds(d.retry_after_us));
+	nulls[2] = !d.retry_known;
+	values[3] = Float8GetDatum(seconds(d.reset_after_us));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_decision_desc(fcinfo),
+													  values, nulls)));
+}
+
+/* rl_take(limiter, key, rate, burst, cost): decide now, by the server clock */
+Datum
+rl_take(PG_FUNCTION_ARGS)
+{
+	/* the clock when the decision is made, not when the transaction began */
+	return take(fcinfo, "rl_take", GetCurrentTimestamp());
+}
+
+/* rl_take_at(limiter, key, rate, burst, cost, at): decide at a given time */
+Datum
+rl_take_at(PG_FUNCTION_ARGS)
+{
+	TimestampTz at;
+
+	require_argument(fcinfo, ARG_AT, "at");
+	at = PG_GETARG_TIMESTAMPTZ(ARG_AT);
+	if (TIMESTAMP_NOT_FINITE(at))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("at must be a finite timestamp")));
+	return take(fcinfo, "rl_take_at", at);
+}
+
+/* rl_reset(limiter, key): forget the bucket, restoring the full budget */
+Datum
+rl_reset(PG_FUNCTION_ARGS)
+{
+	text	   *limiter = required_text_argument(fcinfo, ARG_LIMITER, "limiter");
+	text	   *key = required_text_argument(fcinfo, ARG_KEY, "key");
+	bool		removed;
+
+	bucket_store_refuse_recovery("rl_reset");
+	bucket_store_connect(fcinfo->flinfo->fn_oid);
+	removed = bucket_store_delete(bucket_key(limiter, key));
+	bucket_store_disconnect();
+	PG_RETURN_BOOL(removed);
+}
