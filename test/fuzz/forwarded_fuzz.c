@@ -160,6 +160,7 @@ fuzz_trust_list(const char *text, size_t len)
 	if (status != FWD_RANGE_OK)
 	{
 		CHECK(off <= len && bad <= len - off);
+		CHECK(fwd_range_status_detail(status)[0] != '\0');
 		return;
 	}
 	CHECK(fwd_parse_trust_list(text, len, ranges, 16, &filled, &off, &bad) ==
@@ -198,10 +199,14 @@ fuzz_key(const uint8_t *data, size_t size)
 	CHECK(strlen(buf) < FWD_TEXT_SIZE);
 	if (strchr(buf, '/'))
 	{
-		FwdAddr		masked;
+		FwdRange	masked;
 
-		CHECK(fwd_parse_ipv6(buf, (size_t) (strchr(buf, '/') - buf), &masked));
+		/* the key is the prefix of ip, with every later bit clear */
+		CHECK(fwd_parse_ipv6(buf, (size_t) (strchr(buf, '/') - buf), &masked.addr));
 		CHECK(atoi(strchr(buf, '/') + 1) == prefix);
+		masked.bits = prefix;
+		CHECK(fwd_range_contains(&masked, &ip));
+		CHECK(fwd_range_normalize(&masked) != FWD_RANGE_HOST_BITS);
 	}
 	else
 		CHECK(strchr(buf, ':') == NULL);
