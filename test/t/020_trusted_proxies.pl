@@ -1,8 +1,8 @@
 # ratelimit.trusted_proxies beyond one session: ALTER SYSTEM refuses invalid
 # and trust-all values, valid ones reach new sessions through reload, ALTER
 # DATABASE and ALTER ROLE; a value set before the library was loaded is
-# checked when it loads and, if refused, trusts nothing new; with the
-# library preloaded every SET is checked at once.
+# checked when it loads and, if refused, trusts nothing new; a hot standby
+# answers; and with the library preloaded every SET is checked at once.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -10,7 +10,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('trusted_proxies');
-$node->init;
+$node->init(allows_streaming => 1);
 $node->start;
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION ratelimit;
@@ -71,6 +71,23 @@ $node->safe_psql('postgres', q{
 	ALTER ROLE app RESET ratelimit.trusted_proxies;
 	ALTER DATABASE postgres RESET ratelimit.trusted_proxies;
 });
+
+# A hot standby answers too: the functions read nothing but their arguments
+# and the setting (here the ALTER SYSTEM value, copied with the backup).
+$node->backup('for_standby');
+my $standby = PostgreSQL::Test::Cluster->new('standby');
+$standby->init_from_backup($node, 'for_standby', has_streaming => 1);
+$standby->start;
+is($standby->safe_psql('postgres', q{
+	SELECT concat_ws(' ',
+		host(rl_client_ip('10.0.0.1', '203.0.113.7', '{10.0.0.0/8}')),
+		host(rl_client_ip('10.0.0.1', '203.0.113.8')),
+		host(rl_client_ip_forwarded('10.0.0.1', 'for=203.0.113.9', '{10.0.0.0/8}')),
+		rl_ip_key('2001:db8:1:2::1'))
+	WHERE pg_is_in_recovery()}),
+	'203.0.113.7 203.0.113.8 203.0.113.9 2001:db8:1:2::/64',
+	'on a hot standby every function of this section answers');
+$standby->stop;
 
 # Without the library loaded, PostgreSQL keeps a SET as a placeholder; the
 # check runs when the library loads, and a refused value is dropped.
