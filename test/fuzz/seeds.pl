@@ -4,8 +4,9 @@
 #   seeds.pl test/vectors/client_ip.tsv DIR
 #
 # Each vector's header becomes one seed per walk configuration of the target
-# (first byte: header kind + 5 * configuration), its addresses seeds of the
-# address parsers (first byte 2), its trusted array a trust-list seed (3).
+# (first byte: header kind + 5 * configuration), its addresses and header
+# entries seeds of the address parsers (first byte 2), its trusted array a
+# trust-list seed (3).
 # Prints the number of seeds written.
 use strict;
 use warnings;
@@ -39,13 +40,20 @@ while (my $line = <$in>)
 	my ($fn, $remote, $header, $trusted, $expected) =
 	  map { field($_) } split(/\t/, $line, -1);
 	my $kind = $fn eq 'rl_client_ip_forwarded' ? 1 : 0;
+	my @addresses = ($remote, $expected);
 	if (defined $header)
 	{
 		seed($kind + 5 * $_, $header) for 0 .. 3;
+		# every entry, stripped to what may be an address
+		for my $entry (split /[,;]/, $header)
+		{
+			$entry =~ s/^[\s]*(?:for=)?"?\[?|\]?(?::\d*)?"?[\s]*$//gi;
+			push @addresses, $entry;
+		}
 	}
-	for my $addr ($remote, $expected)
+	for my $addr (@addresses)
 	{
-		next unless defined $addr && $addr !~ /^ERROR/;
+		next unless defined $addr && $addr ne '' && $addr !~ /^ERROR/;
 		$addr =~ s{/\d+$}{};
 		seed(2, $addr);
 	}
