@@ -38,3 +38,7 @@ COMMIT;
 SET ratelimit.in_transaction = sometimes;
 RESET ratelimit.in_transaction;
 SHOW ratelimit.in_transaction;
+
+-- above 1000/s the interval is whole microseconds: 600 000/s acts as 500 000/s
+SELECT * FROM rl_take_at('fast', 'k', 600000, 1, 1, '2030-01-01 12:00:00+00');
+SELECT * FROM rl_take_at('fast', 'k', 600000, 1, 1, '2030-01-01 12:00:00+00');

@@ -36,7 +36,7 @@ _PG_init(void)
 							   &ratelimit_key_secret,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("ratelimit.in_transaction",
