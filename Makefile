@@ -16,3 +16,4 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 $(OBJS): include/gcra.h src/ratelimit.h
+src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h

@@ -49,5 +49,7 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	client_ip_define_settings();
+
 	MarkGUCPrefixReserved("ratelimit");
 }

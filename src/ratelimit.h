@@ -27,6 +27,9 @@ typedef enum InTransactionAction
 extern char *ratelimit_key_secret;
 extern int	ratelimit_in_transaction;
 
+/* client_ip.c */
+extern void client_ip_define_settings(void);
+
 /* bucket_key.c */
 extern bytea *bucket_key(text *limiter, text *key);
 
