@@ -148,11 +148,11 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 
 	if (live)
 	{
-		debt = bucket->tat_us - now_us;
-		if (bucket->interval_us != T)
-			debt = (int64_t) (((__int128) debt * T) / bucket->interval_us);
-		if (debt > tau)
-			debt = tau;
+		/* cap before narrowing: the rescaled debt may not fit in 64 bits */
+		__int128	rescaled = (__int128) (bucket->tat_us - now_us) * T /
+			bucket->interval_us;
+
+		debt = rescaled > tau ? tau : (int64_t) rescaled;
 		normalised = debt != bucket->tat_us - now_us ||
 			bucket->interval_us != T;
 	}

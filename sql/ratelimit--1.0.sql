@@ -10,7 +10,6 @@ CREATE UNLOGGED TABLE rl_buckets (
 	tat timestamptz NOT NULL,
 	interval_us bigint NOT NULL CHECK (interval_us > 0)
 );
-REVOKE ALL ON rl_buckets FROM PUBLIC;
 
 CREATE TYPE rl_decision AS (
 	allowed boolean,
@@ -70,3 +69,26 @@ CREATE FUNCTION rl_ip_key(ip inet, ipv6_prefix integer DEFAULT 64)
 RETURNS text
 AS 'MODULE_PATHNAME', 'rl_ip_key'
 LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;
+
+-- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says: any role
+-- decides and finds its client's address; only the owner touches the table.
+GRANT EXECUTE ON FUNCTION
+	rl_take(text, text, double precision, integer, integer),
+	rl_client_ip(inet, text, cidr[]),
+	rl_client_ip(inet, text),
+	rl_client_ip_forwarded(inet, text, cidr[]),
+	rl_ip_key(inet, integer)
+TO PUBLIC;
+DO $$
+DECLARE
+	grantee regrole;
+BEGIN
+	FOR grantee IN
+		SELECT DISTINCT a.grantee::regrole
+		FROM pg_class c, aclexplode(c.relacl) AS a
+		WHERE c.oid = 'rl_buckets'::regclass AND a.grantee NOT IN (0, c.relowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON rl_buckets FROM %s', grantee);
+	END LOOP;
+	REVOKE ALL ON rl_buckets FROM PUBLIC;
+END $$;

@@ -4,6 +4,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "utils/guc.h"
 
 #include "ratelimit.h"
@@ -22,6 +23,18 @@ static const struct config_enum_entry in_transaction_options[] = {
 
 void		_PG_init(void);
 
+/*
+ * GUC_SUPERUSER_ONLY still shows the value to members of
+ * pg_read_all_settings; the secret is for superusers alone.
+ */
+static const char *
+show_key_secret(void)
+{
+	if (ratelimit_key_secret == NULL || ratelimit_key_secret[0] == '\0')
+		return "";
+	return superuser() ? ratelimit_key_secret : "(hidden)";
+}
+
 void
 _PG_init(void)
 {
@@ -37,7 +50,7 @@ _PG_init(void)
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   NULL, NULL, show_key_secret);
 
 	DefineCustomEnumVariable("ratelimit.in_transaction",
 							 "What rl_take does inside an explicit transaction block.",

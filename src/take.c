@@ -12,6 +12,7 @@
 #include "catalog/pg_proc.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/float.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -95,20 +96,25 @@ refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 			 errmsg("%s", gcra_error_message(error)),
 			 error == GCRA_BAD_COST ? errdetail("cost is %d.", cost) :
 			 error == GCRA_BAD_BURST ? errdetail("burst is %d.", burst) :
-			 errdetail("rate is %g per second, burst is %d.", rate, burst)));
+			 errdetail("rate is %s per second, burst is %d.",
+					   float8out_internal(rate), burst)));
 }
 
 /*
  * Inside BEGIN ... COMMIT the decision rolls back with the transaction and
  * the row lock lasts until its end: ratelimit.in_transaction says whether
- * that is fine, worth a warning once per session, or an error.
+ * that is fine, worth a warning once per session, or an error.  Like
+ * PreventInTransactionBlock, this counts the implicit block of a query string
+ * with several statements, where the same holds.  A peek (cost 0) neither
+ * writes nor locks, so it is never in the trap.
  */
 static void
-check_transaction_block(const char *function)
+check_transaction_block(const char *function, int32 cost)
 {
 	static bool warned = false;
 
-	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || !IsTransactionBlock())
+	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || cost == 0 ||
+		!IsTransactionBlock())
 		return;
 	if (ratelimit_in_transaction == IN_TRANSACTION_ERROR)
 		ereport(ERROR,
@@ -162,7 +168,7 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 		refuse_limit(error, rate, burst, cost);
 
 	bucket_store_refuse_recovery(function);
-	check_transaction_block(function);
+	check_transaction_block(function, cost);
 	if (cost > 0)
 		PreventCommandIfReadOnly(function);
 

@@ -4,7 +4,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(17);
+SELECT plan(21);
 
 CREATE ROLE rl_test_app;
 GRANT USAGE ON SCHEMA public TO rl_test_app;
@@ -59,6 +59,27 @@ SELECT ok((SELECT NOT allowed FROM empty_path), 'an empty search_path works too'
 SELECT is((SELECT count(*)::int FROM rl_buckets
 		   WHERE key = sha256(convert_to('trap', 'UTF8') || '\x00'::bytea || convert_to('k', 'UTF8'))),
 		  1, 'the bucket is in the extension''s table');
+
+-- ALTER DEFAULT PRIVILEGES can neither open the table nor close rl_take
+DROP EXTENSION ratelimit;
+DROP SCHEMA rl_trap CASCADE;
+CREATE ROLE rl_test_reader;
+GRANT USAGE ON SCHEMA public TO rl_test_reader;
+ALTER DEFAULT PRIVILEGES GRANT SELECT, UPDATE ON TABLES TO rl_test_reader;
+ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+CREATE EXTENSION ratelimit;
+SELECT is((SELECT count(*)::int FROM pg_class c, aclexplode(c.relacl) a
+		   WHERE c.oid = 'rl_buckets'::regclass AND a.grantee <> c.relowner), 0,
+		  'rl_buckets carries no grant but the owner''s despite default privileges');
+SET LOCAL ROLE rl_test_reader;
+SELECT throws_ok($$SELECT * FROM rl_buckets$$, '42501',
+				 'permission denied for table rl_buckets',
+				 'a role with default privileges on tables still cannot read it');
+SELECT ok((rl_take('login', 'eve', 1, 2)).allowed,
+		  'rl_take stays executable by PUBLIC despite default privileges');
+SELECT ok(rl_ip_key('192.0.2.1') = '192.0.2.1',
+		  'rl_ip_key too');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgcrypto;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(23);
+SELECT plan(25);
 
 SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'rl_buckets'::regclass), 'u',
 		  'rl_buckets is unlogged');
@@ -87,6 +87,20 @@ CREATE TEMP TABLE w1 AS SELECT * FROM pg_temp.w_row;
 SELECT ok(NOT (rl_take_at('w', 'k', 2, 1, 1, '2030-01-01 00:00:01.1')).allowed, 'denied again');
 SELECT results_eq('SELECT * FROM pg_temp.w_row', 'SELECT * FROM w1',
 				  'the second denial under the same limit writes nothing');
+
+-- a rescaled debt too large for 64 bits is capped at the new tau
+CREATE TEMP TABLE o1 AS
+SELECT * FROM rl_take_at('o', 'k', 1e6, 2147483647, 2147483647, '2030-01-01 00:00:00+00');
+SELECT results_eq(
+	$$SELECT allowed, remaining, retry_after, reset_after
+	  FROM rl_take_at('o', 'k', 1e6 / 8589934592.0, 1, 1, '2030-01-01 00:00:00+00')$$,
+	$$VALUES (false, 0, 8589.934592::float8, 8589.934592::float8)$$,
+	'a lowered limit whose rescaled debt exceeds 64 bits denies, capped at tau');
+SELECT results_eq(
+	$$SELECT tat, interval_us FROM rl_buckets
+	  WHERE key = sha256(convert_to('o', 'UTF8') || '\x00'::bytea || convert_to('k', 'UTF8'))$$,
+	$$VALUES ('2030-01-01 00:00:00+00'::timestamptz + interval '8589.934592 seconds', 8589934592::bigint)$$,
+	'and stores the capped bucket');
 
 SELECT * FROM finish();
 ROLLBACK;

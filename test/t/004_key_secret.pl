@@ -44,6 +44,17 @@ like($err, qr/must be superuser/, 'it is told why');
 	q{SELECT count(*) FROM pg_settings WHERE name = 'ratelimit.key_secret' AND setting LIKE '%secret%'},
 	connstr => $node->connstr('postgres') . ' user=app');
 is($out, '0', 'nor read it from pg_settings');
+$node->safe_psql('postgres', 'GRANT pg_read_all_settings TO app');
+is( $node->safe_psql('postgres', q{SELECT current_setting('ratelimit.key_secret')},
+		connstr => $node->connstr('postgres') . ' user=app'),
+	'(hidden)', 'a member of pg_read_all_settings sees it masked');
+is( $node->safe_psql('postgres',
+		q{SELECT setting FROM pg_settings WHERE name = 'ratelimit.key_secret'},
+		connstr => $node->connstr('postgres') . ' user=app'),
+	'(hidden)', 'in pg_settings too');
+$node->safe_psql('postgres', 'REVOKE pg_read_all_settings FROM app');
+is($node->safe_psql('postgres', 'SHOW ratelimit.key_secret'),
+	'first secret', 'a superuser sees the secret');
 ($ret, $out, $err) = $node->psql('postgres', q{SET ratelimit.key_secret = 'mine'},
 	connstr => $node->connstr('postgres') . ' user=app');
 like($err, qr/cannot be changed now/, 'nor set it in a session');

@@ -188,6 +188,21 @@ test_limit_changes(void)
 		EQ("a huge debt rescales exactly", d.reset_after_us, 4000000000000000000LL);
 	}
 
+	/* a rescaled debt beyond 2^63 is capped at tau, not wrapped */
+	{
+		GcraLimit	huge_interval;
+
+		EQ("a limit of 2^33 us per request, burst 1",
+		   gcra_limit_init(&huge_interval, 1e6 / 8589934592.0, 1, 0, NO_MAX), GCRA_OK);
+		b = bucket_of(now + 2147483647LL, 1);
+		d = gcra_decide(&huge_interval, &b, now, 1);
+		EQ("a debt rescaled past 64 bits is capped: denied", d.allowed, 0);
+		EQ("a debt rescaled past 64 bits: stored tat is now + tau",
+		   d.new_tat_us, now + 8589934592LL);
+		EQ("a debt rescaled past 64 bits: retry after one interval",
+		   d.retry_after_us, 8589934592LL);
+	}
+
 	b = bucket_of(now, 2 * SEC);	/* tat == now: not passed yet */
 	d = gcra_decide(&lowered, &b, now, 4);
 	EQ("tat equal to now under a new T: the denial stores the new T", d.store, 1);
