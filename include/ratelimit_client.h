@@ -29,6 +29,14 @@
  *	   limiter decides (source fallback) and the backoff starts: the
  *	   database is tried again by one request per backoff interval.
  *
+ * Memory holds at most max_keys keys.  A new key takes the place of one
+ * whose buckets are full again (forgetting it loses nothing).  Without such
+ * room, its call goes to the database without the pre-check, and only once
+ * the database has decided does it take the place of the least recently
+ * used live key (the database holds the real state).  The in-memory limiter
+ * never forgets a live bucket: a key it has no room for is refused (source
+ * fallback) until an entry is full again, never allowed for want of room.
+ *
  * Every function may be called from any thread, except rl_client_free,
  * which must be the client's last use.
  */
@@ -114,6 +122,8 @@ typedef struct RlClientStats
 	uint64_t	fallback;
 	uint64_t	fallback_timeout;	/* fallbacks by reason */
 	uint64_t	fallback_error;
+	uint64_t	no_room;		/* fallbacks refused: no bucket for the key,
+								 * every one in memory live */
 	uint64_t	evictions;		/* keys forgotten to stay within max_keys */
 	uint64_t	keys;			/* keys in memory now */
 } RlClientStats;
@@ -566,15 +576,25 @@ rl_lru_push(RlTable *t, RlEntry *e)
 
 /*
  * Make room for one entry: forget one that is full again (it is the same as
- * an absent one, nothing is lost), or else the least recently used.
+ * an absent one, nothing is lost), or else, when evict_live, the least
+ * recently used.  False when there is no room to make.
  */
-static void
-rl_table_evict(RlTable *t, int64_t now)
+static bool
+rl_table_make_room(RlTable *t, int64_t now, bool evict_live)
 {
-	RlEntry    *victim = t->heap[0]->full_at_us <= now ? t->heap[0] : t->oldest;
-	RlEntry   **link = &t->slots[victim->id[0] & t->mask];
+	RlEntry    *victim;
+	RlEntry   **link;
 	RlEntry    *last;
 
+	if (t->count < t->max)
+		return true;
+	if (t->heap[0]->full_at_us <= now)
+		victim = t->heap[0];
+	else if (evict_live)
+		victim = t->oldest;
+	else
+		return false;
+	link = &t->slots[victim->id[0] & t->mask];
 	while (*link != victim)
 		link = &(*link)->chain;
 	*link = victim->chain;
@@ -587,11 +607,15 @@ rl_table_evict(RlTable *t, int64_t now)
 	}
 	t->evictions++;
 	free(victim);
+	return true;
 }
 
-/* Find or create the entry named id, most recently used now; NULL: no memory. */
+/*
+ * Find or create the entry named id, most recently used now.  NULL when it
+ * is absent and there is no room for it (t->count == t->max), or no memory.
+ */
 static RlEntry *
-rl_table_get(RlTable *t, const uint64_t id[2], int64_t now)
+rl_table_get(RlTable *t, const uint64_t id[2], int64_t now, bool evict_live)
 {
 	RlEntry   **slot = &t->slots[id[0] & t->mask];
 	RlEntry    *e;
@@ -605,11 +629,11 @@ rl_table_get(RlTable *t, const uint64_t id[2], int64_t now)
 			return e;
 		}
 	}
+	if (!rl_table_make_room(t, now, evict_live))
+		return NULL;
 	e = calloc(1, sizeof(RlEntry));
 	if (e == NULL)
 		return NULL;
-	if (t->count == t->max)
-		rl_table_evict(t, now);
 	e->id[0] = id[0];
 	e->id[1] = id[1];
 	e->full_at_us = INT64_MIN;
@@ -1034,24 +1058,46 @@ rl_warning_due(RlClient *c, const char *limiter, int64_t now)
 /*
  * Decide in memory during an outage, count it, and warn when due.  Called
  * with c->lock held; releases it (the warning runs outside the lock).
+ *
+ * It never forgets a live bucket to make room for the key: each key so
+ * forgotten would start again with a full burst, and more keys than
+ * max_keys would be allowed without limit.  A key without a bucket and
+ * without room is refused until the first entry is full again.
  */
 static RlStatus
-rl_fallback(RlClient *c, RlEntry *e, const GcraLimit *limit, int64_t now,
-			int32_t cost, const char *limiter, RlReason reason,
+rl_fallback(RlClient *c, const uint64_t id[2], const GcraLimit *limit,
+			int64_t now, int32_t cost, const char *limiter, RlReason reason,
 			const char *detail, RlDecision *out)
 {
+	RlEntry    *e = rl_table_get(&c->table, id, now, false);
 	char		message[1024];
 	bool		warn;
-	GcraDecision d;
 
-	if (e == NULL)
+	if (e != NULL)
 	{
-		/* no bucket, no decision: never allowed for want of memory */
+		GcraDecision d = rl_entry_decide(&c->table, e, &e->memory, limit,
+										 now, cost);
+
+		rl_decision_from_gcra(out, &d, RL_SOURCE_FALLBACK);
+	}
+	else if (c->table.count < c->table.max)
+	{
+		/* room, but no memory for a bucket: never allowed for want of it */
 		pthread_mutex_unlock(&c->lock);
 		return RL_NO_MEMORY;
 	}
-	d = rl_entry_decide(&c->table, e, &e->memory, limit, now, cost);
-	rl_decision_from_gcra(out, &d, RL_SOURCE_FALLBACK);
+	else
+	{
+		double		room_after = (c->table.heap[0]->full_at_us - now) / 1e6;
+
+		out->allowed = false;
+		out->remaining = 0;
+		/* cost > burst is never allowed, with a bucket or without */
+		out->retry_after = cost > limit->burst ? INFINITY : room_after;
+		out->reset_after = room_after;
+		out->source = RL_SOURCE_FALLBACK;
+		c->stats.no_room++;
+	}
 	c->stats.fallback++;
 	if (reason == RL_REASON_TIMEOUT)
 		c->stats.fallback_timeout++;
@@ -1129,20 +1175,22 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
-	e = rl_table_get(&c->table, id, now);
 	if (c->retry_db_at_us != 0 && now < c->retry_db_at_us)
 	{
 		/* in the backoff: the failure that started it is the reason */
 		snprintf(detail, sizeof(detail), "%s", c->failure);
-		return rl_fallback(c, e, &limit, now, cost, limiter,
+		return rl_fallback(c, id, &limit, now, cost, limiter,
 						   c->failure_reason, detail, decision);
 	}
-	if (e == NULL)
-	{
-		pthread_mutex_unlock(&c->lock);
-		return RL_NO_MEMORY;
-	}
-	if (use_precheck)
+
+	/*
+	 * A key without a bucket gets one only where nothing live is lost: the
+	 * database may not answer, and then the in-memory limiter decides on it.
+	 * Without room, the database decides unchecked; room is made when it
+	 * has answered.
+	 */
+	e = rl_table_get(&c->table, id, now, false);
+	if (e != NULL && use_precheck)
 	{
 		GcraDecision p = rl_entry_decide(&c->table, e, &e->precheck,
 										 &precheck, now, cost);
@@ -1165,13 +1213,18 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
-	/* looked up again: another thread may have evicted it meanwhile */
-	e = rl_table_get(&c->table, id, now);
 	if (r == RL_DB_OK)
 	{
 		c->retry_db_at_us = 0;
 		c->stats.database++;
-		/* the shared fill level, for an outage that starts now */
+
+		/*
+		 * The shared fill level, for an outage that starts now.  Looked up
+		 * again, as another thread may have evicted it meanwhile.  The
+		 * database has decided, so the least recently used bucket may make
+		 * room even if it is live: the database holds its state.
+		 */
+		e = rl_table_get(&c->table, id, now, true);
 		if (e != NULL)
 			rl_entry_set(&c->table, e, &e->memory,
 						 now + rl_seconds_to_us(decision->reset_after,
@@ -1188,7 +1241,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 		c->failure_reason = reason;
 		snprintf(c->failure, sizeof(c->failure), "%s", detail);
 	}
-	return rl_fallback(c, e, &limit, now, cost, limiter, reason, detail,
+	return rl_fallback(c, id, &limit, now, cost, limiter, reason, detail,
 					   decision);
 }
 

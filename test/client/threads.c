@@ -1,10 +1,11 @@
 /*
  * threads.c
  *		8 threads x 10 000 calls on one client: half with the database up
- *		(through the pool, the pre-check and the key bound), half after the
- *		server stopped (fallback, backoff probes, warnings, closing dead
- *		connections).  Built with ThreadSanitizer and with AddressSanitizer;
- *		the decisions stay exact per key throughout.
+ *		(through the pool and the pre-check), half after the server stopped
+ *		(fallback, backoff probes, warnings, closing dead connections, and
+ *		the key bound: evictions of full buckets, refusals for want of
+ *		room).  Built with ThreadSanitizer and with AddressSanitizer; the
+ *		decisions stay exact per key throughout.
  *
  * Usage: threads CONNINFO LABEL
  *	LABEL prefixes the limiters, so that runs on one server stay apart.
@@ -17,8 +18,9 @@
 #define THREADS 8
 #define CALLS 5000				/* per thread and phase */
 #define UP_KEYS 48
-#define DOWN_KEYS 32			/* with UP_KEYS, more than max_keys */
-#define MAX_KEYS 64
+#define FAST_KEYS 16			/* full again soon: room for as many */
+#define DOWN_KEYS 32			/* more than that room */
+#define MAX_KEYS (UP_KEYS + FAST_KEYS)
 #define BURST 20
 
 static RlClient *client;
@@ -58,14 +60,14 @@ work(void *arg)
 	return NULL;
 }
 
-/* Run a phase; true when every key allowed exactly its burst. */
-static bool
-phase(Worker *workers, bool down, int *bad)
+/* Run a phase; the number of keys allowed exactly their burst, and in all. */
+static int
+phase(Worker *workers, bool down, int *bad, int *total)
 {
 	int			keys = down ? DOWN_KEYS : UP_KEYS;
 	int			k;
 	int			i;
-	bool		exact = true;
+	int			exact = 0;
 
 	for (i = 0; i < THREADS; i++)
 	{
@@ -74,7 +76,7 @@ phase(Worker *workers, bool down, int *bad)
 		workers[i].down = down;
 		pthread_create(&workers[i].thread, NULL, work, &workers[i]);
 	}
-	*bad = 0;
+	*bad = *total = 0;
 	for (i = 0; i < THREADS; i++)
 	{
 		pthread_join(workers[i].thread, NULL);
@@ -86,11 +88,11 @@ phase(Worker *workers, bool down, int *bad)
 
 		for (i = 0; i < THREADS; i++)
 			sum += workers[i].allowed[k];
-		if (sum != BURST)
-		{
+		*total += sum;
+		if (sum == BURST)
+			exact++;
+		else if (sum != 0)
 			diag("key %d: %d allowed", k, sum);
-			exact = false;
-		}
 	}
 	return exact;
 }
@@ -103,7 +105,11 @@ main(int argc, char **argv)
 	Worker		workers[THREADS];
 	Warnings	warnings = {.lock = PTHREAD_MUTEX_INITIALIZER};
 	char		limiter[64];
+	char		key[16];
+	RlDecision	d;
 	int			bad;
+	int			total;
+	int			i;
 
 	tap_start();
 	if (argc != 3)
@@ -122,29 +128,46 @@ main(int argc, char **argv)
 	options.warning_arg = &warnings;
 	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");
 
-	ok(phase(workers, false, &bad),
-	   "database up, %d threads x %d calls on %d keys: each key allows exactly its burst of %d",
-	   THREADS, CALLS, UP_KEYS, BURST);
+	is_int(phase(workers, false, &bad, &total), UP_KEYS,
+		   "database up, %d threads x %d calls on %d keys: each key allows exactly its burst of %d",
+		   THREADS, CALLS, UP_KEYS, BURST);
 	is_int(bad, 0, "every call is decided by the database or the pre-check");
 	rl_client_stats(client, &stats);
 	ok(stats.database + stats.local == THREADS * CALLS && stats.fallback == 0,
 	   "counters: %llu by the database, %llu by the pre-check",
 	   (unsigned long long) stats.database, (unsigned long long) stats.local);
 
+	/* fill memory with keys whose buckets are full again 1 ms later */
+	bad = 0;
+	for (i = 0; i < FAST_KEYS; i++)
+	{
+		snprintf(limiter, sizeof(limiter), "%s-fast", label);
+		snprintf(key, sizeof(key), "fast%d", i);
+		rl_client_take(client, limiter, key, 1000, 1, 1, &d);
+		bad += !d.allowed || d.source != RL_SOURCE_DATABASE;
+	}
+	is_int(bad, 0, "%d keys at 1000 per second are allowed by the database", FAST_KEYS);
+	rl_client_stats(client, &stats);
+	is_int(stats.keys, MAX_KEYS, "memory is full: %d keys", MAX_KEYS);
+	sleep_ms(20);
+
 	step("stop");
 
-	ok(phase(workers, true, &bad),
-	   "server down, %d threads x %d calls on %d more keys: each key allows exactly its burst of %d",
-	   THREADS, CALLS, DOWN_KEYS, BURST);
+	is_int(phase(workers, true, &bad, &total), FAST_KEYS,
+		   "server down, %d threads x %d calls on %d more keys: %d keys, one per full bucket forgotten, allow exactly their burst of %d",
+		   THREADS, CALLS, DOWN_KEYS, FAST_KEYS, BURST);
+	is_int(total, FAST_KEYS * BURST,
+		   "the other %d keys, without room, are allowed nothing", DOWN_KEYS - FAST_KEYS);
 	is_int(bad, 0, "no call is decided by the database");
 	rl_client_stats(client, &stats);
-	is_int(stats.database + stats.local + stats.fallback, 2 * THREADS * CALLS,
-		   "counters: %d decisions in all", 2 * THREADS * CALLS);
+	is_int(stats.database + stats.local + stats.fallback, 2 * THREADS * CALLS + FAST_KEYS,
+		   "counters: %d decisions in all", 2 * THREADS * CALLS + FAST_KEYS);
 	ok(stats.fallback > 0 && stats.fallback == stats.fallback_error,
 	   "%llu fallbacks, all for an error", (unsigned long long) stats.fallback);
-	ok(stats.keys <= MAX_KEYS && stats.evictions > 0,
-	   "memory holds %llu keys, at most %d, after %llu evictions",
-	   (unsigned long long) stats.keys, MAX_KEYS, (unsigned long long) stats.evictions);
+	ok(stats.keys == MAX_KEYS && stats.evictions == FAST_KEYS && stats.no_room > 0,
+	   "memory holds %llu keys, after %llu evictions (the full ones) and %llu refusals for want of room",
+	   (unsigned long long) stats.keys, (unsigned long long) stats.evictions,
+	   (unsigned long long) stats.no_room);
 	snprintf(limiter, sizeof(limiter), "%s-alpha", label);
 	is_int(warnings_for(&warnings, limiter), 1, "one warning for the limiter alpha");
 	snprintf(limiter, sizeof(limiter), "%s-beta", label);
