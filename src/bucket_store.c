@@ -43,6 +43,7 @@ typedef struct StorePlanDef
 
 #define EQ " OPERATOR(pg_catalog.=) "
 #define LT " OPERATOR(pg_catalog.<) "
+#define GT " OPERATOR(pg_catalog.>) "
 
 static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	[PLAN_READ] = {
@@ -72,13 +73,15 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	/*
 	 * The outer tat test is rechecked on the newest row version, so a bucket
 	 * that a concurrent decision has just moved into the future stays.  A
-	 * NULL limit deletes them all.
+	 * NULL limit deletes them all.  Only rows after $3 are read (a TID range
+	 * scan), so the batches of a run read the table once, not once each.
 	 */
 	[PLAN_DELETE_EXPIRED] = {
-		"DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE tat" LT "$1 LIMIT $2))"
-		" AND tat" LT "$1",
-		2, {TIMESTAMPTZOID, INT8OID}
+		"WITH deleted AS (DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
+		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2))"
+		" AND tat" LT "$1 RETURNING ctid)"
+		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
+		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
 	},
 };
 
@@ -126,14 +129,14 @@ resolve_store_identity(Oid fn_oid)
 }
 
 static void
-prepare_store_plans(void)
+prepare_store_plans(Oid namespace)
 {
-	char	   *nspname = get_namespace_name(store_namespace);
+	char	   *nspname = get_namespace_name(namespace);
 	char	   *table;
 	int			i;
 
 	if (nspname == NULL)
-		elog(ERROR, "cache lookup failed for namespace %u", store_namespace);
+		elog(ERROR, "cache lookup failed for namespace %u", namespace);
 	table = quote_qualified_identifier(nspname, "rl_buckets");
 
 	for (i = 0; i < NUM_STORE_PLANS; i++)
@@ -155,27 +158,36 @@ prepare_store_plans(void)
 			elog(ERROR, "SPI_keepplan failed");
 		store_plans[i] = plan;
 	}
-	store_plans_namespace = store_namespace;
+	store_plans_namespace = namespace;
 }
 
 /*
- * Open the store for the SQL function fn_oid: switch to the table owner and
- * connect to SPI.  Pair with bucket_store_disconnect; an error in between
- * restores the caller's identity through transaction abort.
+ * Open the store for the SQL function fn_oid: the table lives where the
+ * function does, and belongs to the function's owner.
  */
 void
 bucket_store_connect(Oid fn_oid)
 {
 	if (!OidIsValid(store_namespace))
 		resolve_store_identity(fn_oid);
+	bucket_store_connect_to(store_namespace, store_owner);
+}
 
+/*
+ * Open the store whose table is in namespace and belongs to owner: switch to
+ * the owner and connect to SPI.  Pair with bucket_store_disconnect; an error
+ * in between restores the caller's identity through transaction abort.
+ */
+void
+bucket_store_connect_to(Oid namespace, Oid owner)
+{
 	GetUserIdAndSecContext(&saved_user, &saved_sec_context);
-	SetUserIdAndSecContext(store_owner,
+	SetUserIdAndSecContext(owner,
 						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (store_plans_namespace != store_namespace)
-		prepare_store_plans();
+	if (store_plans_namespace != namespace)
+		prepare_store_plans(namespace);
 }
 
 void
@@ -285,14 +297,31 @@ bucket_store_delete(bytea *key)
 
 /*
  * Delete up to batch_size buckets whose tat is before now (all of them when
- * batch_size <= 0).  Such a bucket is the same as an absent one.
+ * batch_size <= 0) among the rows after *position, and move *position to the
+ * last row deleted: the next batch of a run starts there.  Such a bucket is
+ * the same as an absent one.
  */
 int64
-bucket_store_delete_expired(TimestampTz now, int64 batch_size)
+bucket_store_delete_expired(TimestampTz now, int64 batch_size,
+							ItemPointer position)
 {
-	Datum		values[2] = {TimestampTzGetDatum(now), Int64GetDatum(batch_size)};
-	char		nulls[2] = {' ', batch_size > 0 ? ' ' : 'n'};
+	Datum		values[3] = {
+		TimestampTzGetDatum(now),
+		Int64GetDatum(batch_size),
+		PointerGetDatum(position)
+	};
+	char		nulls[3] = {' ', batch_size > 0 ? ' ' : 'n', ' '};
+	HeapTuple	result;
+	bool		isnull;
+	int64		deleted;
 
 	execute(PLAN_DELETE_EXPIRED, values, nulls, 0);
-	return (int64) SPI_processed;
+	result = SPI_tuptable->vals[0];
+	deleted = DatumGetInt64(SPI_getbinval(result, SPI_tuptable->tupdesc, 1,
+										  &isnull));
+	if (deleted > 0)
+		*position = *(ItemPointer) DatumGetPointer(SPI_getbinval(result,
+																 SPI_tuptable->tupdesc,
+																 2, &isnull));
+	return deleted;
 }
