@@ -329,7 +329,9 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 
 	/*
 	 * Only buckets that expired before the run began: the run ends even when
-	 * decisions keep expiring buckets behind it.
+	 * decisions keep expiring buckets behind it.  It ends when a batch finds
+	 * nothing; a batch deletes fewer than its size also when decisions have
+	 * moved some of its buckets into the future meanwhile.
 	 */
 	start = GetCurrentTimestamp();
 	ItemPointerSet(&position, 0, 0);
@@ -350,9 +352,9 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 			}
 			break;
 		}
-		deleted += batch;
-		if (batch < ratelimit_cleanup_batch_size)
+		if (batch == 0)
 			break;
+		deleted += batch;
 	}
 
 	ereport(deleted > 0 ? LOG : DEBUG1,
