@@ -1,4 +1,4 @@
-# A long run (half a million expired buckets, deleted 10 at a time): the
+# A long run (half a million expired buckets, deleted 10 or 20 at a time): the
 # worker shows what it does in pg_stat_activity, picks up a new batch size
 # between batches, ends within a second on SIGTERM, ends with the launcher
 # when the launcher is stopped (which the postmaster then restarts), and ends
@@ -82,9 +82,9 @@ is(query(q{SELECT state FROM pg_stat_activity WHERE backend_type = 'ratelimit cl
 	'active', 'the launcher is active while a database is cleaned');
 
 # a new batch size applies from the next batch
-set_conf('cleanup_batch_size', '100');
+set_conf('cleanup_batch_size', '20');
 ok($node->poll_query_until('postgres', qq{
-	SELECT query LIKE '%in batches of 100:%' FROM pg_stat_activity WHERE pid = $pid}),
+	SELECT query LIKE '%in batches of 20:%' FROM pg_stat_activity WHERE pid = $pid}),
 	'a reload changes the batch size of the running worker');
 
 # SIGTERM to the worker
@@ -109,10 +109,12 @@ ok($node->poll_query_until('postgres', qq{
 	SELECT count(*) = 1 FROM pg_stat_activity
 	WHERE backend_type = 'ratelimit cleanup launcher' AND pid <> $launcher}),
 	'the postmaster starts the launcher again');
+set_conf('cleanup_batch_size', '10000');
 ok($node->poll_query_until('postgres', 'SELECT count(*) = 0 FROM rl_buckets'),
 	'and cleaning resumes until every expired bucket is gone');
 
 # DROP EXTENSION during a run: it waits for the batch, then the run ends
+set_conf('cleanup_batch_size', '20');
 fill();
 $pid = running();
 $offset = -s $node->logfile;
