@@ -14,3 +14,6 @@ PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initi
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+$(OBJS): include/gcra.h src/ratelimit.h
+src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h

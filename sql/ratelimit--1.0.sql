@@ -45,3 +45,28 @@ AS 'MODULE_PATHNAME', 'rl_cleanup'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- maintenance: the owner, a scheduler's role, or the background worker
 REVOKE EXECUTE ON FUNCTION rl_cleanup() FROM PUBLIC;
+
+-- Client addresses behind proxies.  The three-argument forms are IMMUTABLE:
+-- their answer depends on the arguments only.  None is STRICT: a NULL
+-- trusted array trusts nobody and a NULL header has no entries, while a NULL
+-- remote answers NULL.  Any role may call them.
+CREATE FUNCTION rl_client_ip(remote inet, xff text, trusted cidr[])
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_client_ip'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- trusted from the setting ratelimit.trusted_proxies, hence STABLE
+CREATE FUNCTION rl_client_ip(remote inet, xff text)
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_client_ip_from_setting'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION rl_client_ip_forwarded(remote inet, forwarded text, trusted cidr[])
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_client_ip_forwarded'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION rl_ip_key(ip inet, ipv6_prefix integer DEFAULT 64)
+RETURNS text
+AS 'MODULE_PATHNAME', 'rl_ip_key'
+LANGUAGE C STRICT IMMUTABLE PARALLEL SAFE;

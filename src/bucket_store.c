@@ -1,34 +1,54 @@
 /*
  * bucket_store.c
- *		All access to the rl_buckets table: read, compare-and-swap, delete.
+ *		All access to the rl_buckets table: read, update, insert, delete.
  *
- * The statements are prepared once per backend with a schema-qualified table
- * name and pg_catalog operators, so the caller's search_path cannot redirect
- * them and no catalog look-up happens per call.  The table is private to the
- * extension's owner: the functions run these statements as that owner, the
- * way PostgreSQL runs its own internal queries (foreign-key checks, for one).
+ * A decision reads its bucket through the primary-key index and updates it
+ * with the table access method directly: one index probe and one heap update,
+ * with no executor start-up, which is what a decision per request costs
+ * (see bench/).  The update is a compare-and-swap on the row version the
+ * decision read: if another transaction changed the row first, the decision
+ * is made again on the newest version, under its row lock.
+ *
+ * The rarer statements (a key's first insert, deletes) go through SPI with
+ * plans prepared once per backend, schema-qualified names and pg_catalog
+ * operators, so the caller's search_path cannot redirect them.  The table is
+ * private to the extension's owner: these run as that owner, the way
+ * PostgreSQL runs its own internal queries (foreign-key checks, for one).
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/index.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "ratelimit.h"
 
+/* rl_buckets columns, checked when the table is first found */
+#define ATT_KEY 1
+#define ATT_TAT 2
+#define ATT_INTERVAL 3
+#define BUCKET_NATTS 3
+
 typedef enum StorePlan
 {
-	PLAN_READ,
-	PLAN_READ_LOCKED,
 	PLAN_INSERT,
-	PLAN_SWAP,
 	PLAN_DELETE,
 	PLAN_DELETE_EXPIRED,
 	NUM_STORE_PLANS
@@ -38,7 +58,7 @@ typedef struct StorePlanDef
 {
 	const char *sql;			/* %1$s is the qualified table name */
 	int			nargs;
-	Oid			argtypes[5];
+	Oid			argtypes[3];
 } StorePlanDef;
 
 #define EQ " OPERATOR(pg_catalog.=) "
@@ -46,24 +66,11 @@ typedef struct StorePlanDef
 #define GT " OPERATOR(pg_catalog.>) "
 
 static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
-	[PLAN_READ] = {
-		"SELECT tat, interval_us FROM %1$s WHERE key" EQ "$1",
-		1, {BYTEAOID}
-	},
-	[PLAN_READ_LOCKED] = {
-		"SELECT tat, interval_us FROM %1$s WHERE key" EQ "$1 FOR UPDATE",
-		1, {BYTEAOID}
-	},
+	/* a concurrent insert of the same key wins; the caller decides again */
 	[PLAN_INSERT] = {
 		"INSERT INTO %1$s (key, tat, interval_us) VALUES ($1, $2, $3)"
 		" ON CONFLICT (key) DO NOTHING",
 		3, {BYTEAOID, TIMESTAMPTZOID, INT8OID}
-	},
-	/* succeeds only if nobody changed the bucket since it was read */
-	[PLAN_SWAP] = {
-		"UPDATE %1$s SET tat = $2, interval_us = $3"
-		" WHERE key" EQ "$1 AND tat" EQ "$4 AND interval_us" EQ "$5",
-		5, {BYTEAOID, TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, INT8OID}
 	},
 	[PLAN_DELETE] = {
 		"DELETE FROM %1$s WHERE key" EQ "$1",
@@ -85,9 +92,15 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	},
 };
 
-/* Where rl_buckets lives and who owns it; InvalidOid: look it up again. */
+/*
+ * Where rl_buckets lives, who owns it, and its primary-key index.  Reset by
+ * any change to pg_proc (DROP and CREATE EXTENSION, ALTER EXTENSION ... SET
+ * SCHEMA) or to the table itself; store_relid == InvalidOid: look again.
+ */
 static Oid	store_namespace = InvalidOid;
 static Oid	store_owner = InvalidOid;
+static Oid	store_relid = InvalidOid;
+static Oid	store_indexid = InvalidOid;
 
 static SPIPlanPtr store_plans[NUM_STORE_PLANS];
 static Oid	store_plans_namespace = InvalidOid;
@@ -96,48 +109,57 @@ static Oid	store_plans_namespace = InvalidOid;
 static Oid	saved_user;
 static int	saved_sec_context;
 
-/*
- * Any change to pg_proc (DROP and CREATE EXTENSION, ALTER EXTENSION ... SET
- * SCHEMA) may have moved the table: look again at the next call.
- */
 static void
-forget_store_identity(Datum arg, int cacheid, uint32 hashvalue)
+forget_store_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 {
-	store_namespace = InvalidOid;
+	store_relid = InvalidOid;
 }
 
 static void
-resolve_store_identity(Oid fn_oid)
+forget_store_on_relation_change(Datum arg, Oid relid)
 {
-	static bool callback_registered = false;
-	HeapTuple	tuple;
-	Form_pg_proc proc;
+	if (relid == InvalidOid || relid == store_relid || relid == store_indexid)
+		store_relid = InvalidOid;
+}
 
-	if (!callback_registered)
+/* Find rl_buckets in namespace, owned by owner, and check it is ours. */
+static void
+resolve_store(Oid namespace, Oid owner)
+{
+	static bool callbacks_registered = false;
+	Relation	rel;
+
+	if (!callbacks_registered)
 	{
-		CacheRegisterSyscacheCallback(PROCOID, forget_store_identity, (Datum) 0);
-		callback_registered = true;
+		CacheRegisterSyscacheCallback(PROCOID, forget_store_on_proc_change, (Datum) 0);
+		CacheRegisterRelcacheCallback(forget_store_on_relation_change, (Datum) 0);
+		callbacks_registered = true;
 	}
 
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(tuple);
-	store_namespace = proc->pronamespace;
-	store_owner = proc->proowner;
-	ReleaseSysCache(tuple);
+	store_namespace = namespace;
+	store_owner = owner;
+	rel = table_open(get_relname_relid("rl_buckets", store_namespace),
+					 AccessShareLock);
+	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
+		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
+		!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table \"%s\" is not the one ratelimit created",
+						RelationGetRelationName(rel)),
+				 errhint("Drop and create the extension again.")));
+	store_indexid = RelationGetPrimaryKeyIndex(rel);
+	store_relid = RelationGetRelid(rel);
+	table_close(rel, NoLock);
 }
 
 static void
-prepare_store_plans(Oid namespace)
+prepare_store_plans(void)
 {
-	char	   *nspname = get_namespace_name(namespace);
-	char	   *table;
+	char	   *table = quote_qualified_identifier(get_namespace_name(store_namespace),
+												   "rl_buckets");
 	int			i;
-
-	if (nspname == NULL)
-		elog(ERROR, "cache lookup failed for namespace %u", namespace);
-	table = quote_qualified_identifier(nspname, "rl_buckets");
 
 	for (i = 0; i < NUM_STORE_PLANS; i++)
 	{
@@ -158,7 +180,7 @@ prepare_store_plans(Oid namespace)
 			elog(ERROR, "SPI_keepplan failed");
 		store_plans[i] = plan;
 	}
-	store_plans_namespace = namespace;
+	store_plans_namespace = store_namespace;
 }
 
 /*
@@ -168,32 +190,40 @@ prepare_store_plans(Oid namespace)
 void
 bucket_store_connect(Oid fn_oid)
 {
-	if (!OidIsValid(store_namespace))
-		resolve_store_identity(fn_oid);
+	if (!OidIsValid(store_relid))
+	{
+		HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+		Form_pg_proc proc;
+
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "cache lookup failed for function %u", fn_oid);
+		proc = (Form_pg_proc) GETSTRUCT(tuple);
+		resolve_store(proc->pronamespace, proc->proowner);
+		ReleaseSysCache(tuple);
+	}
 	bucket_store_connect_to(store_namespace, store_owner);
 }
 
 /*
- * Open the store whose table is in namespace and belongs to owner: switch to
- * the owner and connect to SPI.  Pair with bucket_store_disconnect; an error
- * in between restores the caller's identity through transaction abort.
+ * Open the store whose table is in namespace and belongs to owner, as that
+ * owner.  Pair with bucket_store_disconnect; an error in between restores the
+ * caller's identity through transaction abort.
  */
 void
 bucket_store_connect_to(Oid namespace, Oid owner)
 {
+	if (!OidIsValid(store_relid) || namespace != store_namespace ||
+		owner != store_owner)
+		resolve_store(namespace, owner);
+
 	GetUserIdAndSecContext(&saved_user, &saved_sec_context);
-	SetUserIdAndSecContext(owner,
+	SetUserIdAndSecContext(store_owner,
 						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (store_plans_namespace != namespace)
-		prepare_store_plans(namespace);
 }
 
 void
 bucket_store_disconnect(void)
 {
-	SPI_finish();
 	SetUserIdAndSecContext(saved_user, saved_sec_context);
 }
 
@@ -209,49 +239,166 @@ bucket_store_refuse_recovery(const char *function)
 				 errhint("Send rate-limit calls to the primary.")));
 }
 
+/*
+ * Run one prepared statement in a new SPI connection; the caller reads its
+ * result and calls SPI_finish.
+ */
 static void
-execute(StorePlan which, Datum *values, const char *nulls, long count)
+execute_plan(StorePlan which, Datum *values, const char *nulls)
 {
-	int			rc = SPI_execute_plan(store_plans[which], values, nulls, false,
-									  count);
+	int			rc;
 
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (store_plans_namespace != store_namespace)
+		prepare_store_plans();
+	rc = SPI_execute_plan(store_plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
-static void
-read_bucket(StorePlan which, bytea *key, GcraBucket *bucket)
+/* Run one prepared statement; returns the number of rows it processed. */
+static uint64
+run_plan(StorePlan which, Datum *values, const char *nulls)
 {
-	Datum		values[1] = {PointerGetDatum(key)};
-	bool		isnull;
+	uint64		processed;
 
-	execute(which, values, NULL, 1);
-	bucket->present = SPI_processed == 1;
-	if (!bucket->present)
-		return;
-	bucket->tat_us = DatumGetTimestampTz(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc,
-													   1, &isnull));
-	bucket->interval_us = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-													  SPI_tuptable->tupdesc,
-													  2, &isnull));
+	execute_plan(which, values, nulls);
+	processed = SPI_processed;
+	SPI_finish();
+	return processed;
 }
 
-/* Store a decision unless the bucket changed since it was read. */
-static bool
-store_bucket(bytea *key, const GcraBucket *read, const GcraDecision *d,
-			 const GcraLimit *limit)
+/* The open table, its index, and the slots one decision uses. */
+typedef struct BucketAccess
 {
-	Datum		values[5] = {
-		PointerGetDatum(key),
+	Relation	heap;
+	Relation	index;
+	Snapshot	snapshot;
+	TupleTableSlot *found;		/* the row version the decision is based on */
+	TupleTableSlot *replacement;
+	bytea	   *key;
+} BucketAccess;
+
+static void
+bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
+{
+	bool		isnull;
+
+	bucket->present = true;
+	bucket->tat_us = DatumGetTimestampTz(slot_getattr(slot, ATT_TAT, &isnull));
+	Assert(!isnull);
+	bucket->interval_us = DatumGetInt64(slot_getattr(slot, ATT_INTERVAL, &isnull));
+	Assert(!isnull && bucket->interval_us > 0);
+}
+
+/*
+ * Read the newest committed version of the bucket, and this transaction's
+ * own changes: a fresh snapshot, whatever the isolation level, so that the
+ * limit is exact across transactions.
+ */
+static void
+read_bucket(BucketAccess *access, GcraBucket *bucket)
+{
+	ScanKeyData skey;
+	IndexScanDesc scan;
+
+	if (access->snapshot != NULL)
+		UnregisterSnapshot(access->snapshot);
+	access->snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
+				PointerGetDatum(access->key));
+	scan = index_beginscan(access->heap, access->index, access->snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	if (index_getnext_slot(scan, ForwardScanDirection, access->found))
+		bucket_from_slot(access->found, bucket);
+	else
+		bucket->present = false;
+	index_endscan(scan);
+}
+
+/*
+ * Replace the row version in access->found, as the heap update of an UPDATE
+ * statement would.  Returns TM_Ok, or TM_Updated or TM_Deleted when another
+ * transaction changed it first (after waiting for that one to end).
+ */
+static TM_Result
+swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
+{
+	TupleTableSlot *slot = access->replacement;
+	TM_FailureData tmfd;
+	LockTupleMode lockmode;
+	bool		update_indexes;
+	TM_Result	result;
+
+	ExecClearTuple(slot);
+	slot->tts_values[ATT_KEY - 1] = PointerGetDatum(access->key);
+	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(d->new_tat_us);
+	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(limit->interval_us);
+	memset(slot->tts_isnull, false, BUCKET_NATTS * sizeof(bool));
+	ExecStoreVirtualTuple(slot);
+
+	result = table_tuple_update(access->heap, &access->found->tts_tid, slot,
+								GetCurrentCommandId(true), access->snapshot,
+								InvalidSnapshot, true, &tmfd, &lockmode,
+								&update_indexes);
+	if (result == TM_Ok && update_indexes)
+	{
+		/* not a HOT update: the key needs an index entry for the new version */
+		Datum		key_value = PointerGetDatum(access->key);
+		bool		key_isnull = false;
+
+		index_insert(access->index, &key_value, &key_isnull, &slot->tts_tid,
+					 access->heap, UNIQUE_CHECK_YES, true,
+					 BuildIndexInfo(access->index));
+	}
+	if (result != TM_Ok && result != TM_Updated && result != TM_Deleted)
+		elog(ERROR, "unexpected result %d updating a rate-limit bucket", result);
+	return result;
+}
+
+/*
+ * Store a decision on the row version it was based on: update that version,
+ * or insert the key if it had no row.  False when another decision on the
+ * key changed or inserted the row first.
+ */
+static bool
+store_bucket(BucketAccess *access, const GcraBucket *bucket,
+			 const GcraDecision *d, const GcraLimit *limit)
+{
+	Datum		values[3] = {
+		PointerGetDatum(access->key),
 		TimestampTzGetDatum(d->new_tat_us),
-		Int64GetDatum(limit->interval_us),
-		TimestampTzGetDatum(read->tat_us),
-		Int64GetDatum(read->interval_us)
+		Int64GetDatum(limit->interval_us)
 	};
 
-	execute(read->present ? PLAN_SWAP : PLAN_INSERT, values, NULL, 0);
-	return SPI_processed == 1;
+	if (bucket->present)
+		return swap_bucket(access, d, limit) == TM_Ok;
+	return run_plan(PLAN_INSERT, values, NULL) == 1;
+}
+
+/*
+ * Lock the newest version of the row last read, following its update chain,
+ * and read it.  False when that chain ends in a delete.
+ */
+static bool
+lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
+{
+	TM_FailureData tmfd;
+	ItemPointerData tid = access->found->tts_tid;
+	TM_Result	result;
+
+	result = table_tuple_lock(access->heap, &tid, access->snapshot,
+							  access->found, GetCurrentCommandId(false),
+							  LockTupleNoKeyExclusive, LockWaitBlock,
+							  TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+	if (result == TM_Deleted)
+		return false;
+	if (result != TM_Ok)
+		elog(ERROR, "unexpected result %d locking a rate-limit bucket", result);
+	bucket_from_slot(access->found, bucket);
+	return true;
 }
 
 /*
@@ -259,31 +406,46 @@ store_bucket(bytea *key, const GcraBucket *read, const GcraDecision *d,
  *
  * The first read takes no lock: tat only grows, so a denial seen on any
  * snapshot is still a denial on the newest one, and it writes and locks
- * nothing.  A decision that must store swaps the row only if it is unchanged
- * since that read; if another decision on the key got there first, the row
- * is read again under its lock, which queues this call behind the other.
+ * nothing.  A decision that must store replaces exactly the version it read;
+ * if another decision on the key got there first, the newest version is
+ * locked, which queues this call behind the other, and decided again.
  */
 GcraDecision
 bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 {
+	BucketAccess access = {0};
 	GcraBucket	bucket;
 	GcraDecision d;
+	bool		stored = false;
 
-	read_bucket(PLAN_READ, key, &bucket);
+	access.key = key;
+	access.heap = table_open(store_relid, RowExclusiveLock);
+	access.index = index_open(store_indexid, RowExclusiveLock);
+	access.found = table_slot_create(access.heap, NULL);
+	access.replacement = MakeSingleTupleTableSlot(RelationGetDescr(access.heap),
+												  &TTSOpsVirtual);
+
+	read_bucket(&access, &bucket);
 	d = gcra_decide(limit, &bucket, now, cost);
-	if (!d.store || store_bucket(key, &bucket, &d, limit))
-		return d;
-
-	for (;;)
+	while (d.store && !(stored = store_bucket(&access, &bucket, &d, limit)))
 	{
 		CHECK_FOR_INTERRUPTS();
-		read_bucket(PLAN_READ_LOCKED, key, &bucket);
+		/* a row that was deleted or inserted meanwhile is read afresh */
+		if (!bucket.present || !lock_newest_bucket(&access, &bucket))
+			read_bucket(&access, &bucket);
 		d = gcra_decide(limit, &bucket, now, cost);
-
-		/* fails only when a concurrent insert of the key won: read again */
-		if (!d.store || store_bucket(key, &bucket, &d, limit))
-			return d;
 	}
+
+	/* later calls in this transaction must see what this one stored */
+	if (stored)
+		CommandCounterIncrement();
+
+	ExecDropSingleTupleTableSlot(access.found);
+	ExecDropSingleTupleTableSlot(access.replacement);
+	UnregisterSnapshot(access.snapshot);
+	index_close(access.index, NoLock);
+	table_close(access.heap, NoLock);
+	return d;
 }
 
 bool
@@ -291,8 +453,7 @@ bucket_store_delete(bytea *key)
 {
 	Datum		values[1] = {PointerGetDatum(key)};
 
-	execute(PLAN_DELETE, values, NULL, 0);
-	return SPI_processed > 0;
+	return run_plan(PLAN_DELETE, values, NULL) > 0;
 }
 
 /*
@@ -315,7 +476,7 @@ bucket_store_delete_expired(TimestampTz now, int64 batch_size,
 	bool		isnull;
 	int64		deleted;
 
-	execute(PLAN_DELETE_EXPIRED, values, nulls, 0);
+	execute_plan(PLAN_DELETE_EXPIRED, values, nulls);
 	result = SPI_tuptable->vals[0];
 	deleted = DatumGetInt64(SPI_getbinval(result, SPI_tuptable->tupdesc, 1,
 										  &isnull));
@@ -323,5 +484,6 @@ bucket_store_delete_expired(TimestampTz now, int64 batch_size,
 		*position = *(ItemPointer) DatumGetPointer(SPI_getbinval(result,
 																 SPI_tuptable->tupdesc,
 																 2, &isnull));
+	SPI_finish();
 	return deleted;
 }

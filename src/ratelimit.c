@@ -42,7 +42,7 @@ _PG_init(void)
 							   &ratelimit_key_secret,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
+							   GUC_SUPERUSER_ONLY,
 							   NULL, NULL, NULL);
 
 	DefineCustomEnumVariable("ratelimit.in_transaction",
@@ -54,6 +54,8 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+
+	client_ip_define_settings();
 
 	/*
 	 * Defined in every backend that loads the library, so SHOW and ALTER

@@ -30,6 +30,9 @@ extern int	ratelimit_in_transaction;
 extern int	ratelimit_cleanup_interval;
 extern int	ratelimit_cleanup_batch_size;
 
+/* client_ip.c */
+extern void client_ip_define_settings(void);
+
 /* bucket_key.c */
 extern bytea *bucket_key(text *limiter, text *key);
 

@@ -11,6 +11,7 @@
 #include "access/xact.h"
 #include "catalog/pg_proc.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
@@ -162,6 +163,8 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 
 	bucket_store_refuse_recovery(function);
 	check_transaction_block(function);
+	if (cost > 0)
+		PreventCommandIfReadOnly(function);
 
 	bucket_store_connect(fcinfo->flinfo->fn_oid);
 	d = bucket_store_take(bucket_key(limiter, key), &limit, now, cost);

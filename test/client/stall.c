@@ -1,0 +1,169 @@
+/*
+ * stall.c
+ *		The server stalls: another session holds the bucket's row lock, so
+ *		rl_take waits.  Each call returns within the deadline plus a small
+ *		margin, decided in memory with the reason timeout; the query is
+ *		cancelled, so no waiting backend piles up; the database is probed at
+ *		most once per backoff interval; after the lock is released,
+ *		decisions return to the database.
+ *
+ * Usage: stall CLIENT_CONNINFO ADMIN_CONNINFO
+ *	ADMIN_CONNINFO connects straight to the server as a superuser (only the
+ *	owner may lock rows of rl_buckets).
+ */
+#define RATELIMIT_CLIENT_IMPLEMENTATION
+#include "ratelimit_client.h"
+
+#include "client_test.h"
+
+#define DEADLINE_MS 200
+#define BACKOFF_MS 500
+#define MARGIN_MS 150
+
+static RlClient *client;
+
+static RlDecision
+take(double *latency)
+{
+	RlDecision	d;
+	double		start = now_ms();
+
+	if (rl_client_take(client, "stall", "k", 1.0 / 3600, 1000, 1, &d) != RL_OK)
+		d.source = (RlSource) -1;
+	*latency = now_ms() - start;
+	return d;
+}
+
+static void
+exec_ok(PGconn *conn, const char *sql)
+{
+	PGresult   *res = PQexec(conn, sql);
+
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		fprintf(stderr, "%s: %s", sql, PQerrorMessage(conn));
+		exit(2);
+	}
+	PQclear(res);
+}
+
+/* Backends waiting for a lock, after at most 5 s for them to go away. */
+static long
+lock_waiters(PGconn *observer)
+{
+	long		n = -1;
+	int			tries;
+
+	for (tries = 0; tries < 50; tries++)
+	{
+		PGresult   *res = PQexec(observer,
+								 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'");
+
+		n = PQresultStatus(res) == PGRES_TUPLES_OK ? atol(PQgetvalue(res, 0, 0)) : -1;
+		PQclear(res);
+		if (n == 0)
+			break;
+		sleep_ms(100);
+	}
+	return n;
+}
+
+int
+main(int argc, char **argv)
+{
+	RlClientOptions options;
+	RlClientStats stats;
+	RlDecision	d;
+	Warnings	warnings = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	PGconn	   *holder;
+	PGconn	   *observer;
+	double		latency;
+	double		worst;
+	double		start;
+	int			calls;
+	int			slow;
+	int			not_fallback;
+
+	tap_start();
+	if (argc != 3)
+	{
+		fprintf(stderr, "usage: %s CLIENT_CONNINFO ADMIN_CONNINFO\n", argv[0]);
+		return 2;
+	}
+	holder = PQconnectdb(argv[2]);
+	observer = PQconnectdb(argv[2]);
+	if (PQstatus(holder) != CONNECTION_OK || PQstatus(observer) != CONNECTION_OK)
+	{
+		fprintf(stderr, "%s", PQerrorMessage(holder));
+		return 2;
+	}
+	rl_client_options_init(&options);
+	options.conninfo = argv[1];
+	options.deadline_ms = DEADLINE_MS;
+	options.backoff_ms = BACKOFF_MS;
+	options.warning = warnings_record;
+	options.warning_arg = &warnings;
+	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");
+
+	d = take(&latency);
+	ok(d.allowed && d.source == RL_SOURCE_DATABASE, "the first call is decided by the database");
+
+	/* stall: an allowed decision needs the row lock, which is held */
+	exec_ok(holder, "BEGIN");
+	exec_ok(holder, "SELECT * FROM rl_buckets FOR UPDATE");
+
+	d = take(&latency);
+	ok(d.source == RL_SOURCE_FALLBACK && d.allowed && d.remaining == 998,
+	   "a call on the locked row is decided in memory, continuing from the database: remaining 998");
+	ok(latency >= DEADLINE_MS - 5 && latency < DEADLINE_MS + MARGIN_MS,
+	   "after waiting out the deadline of %d ms, not much longer (%.1f ms)",
+	   DEADLINE_MS, latency);
+	is_int(lock_waiters(observer), 0, "its query was cancelled: no backend waits for the lock");
+
+	/* 2.5 s of calls: the database is probed once per backoff interval */
+	calls = slow = not_fallback = 0;
+	worst = 0;
+	start = now_ms();
+	while (now_ms() - start < 2500)
+	{
+		d = take(&latency);
+		calls++;
+		slow += latency >= DEADLINE_MS / 2;
+		not_fallback += d.source != RL_SOURCE_FALLBACK;
+		worst = fmax(worst, latency);
+		sleep_ms(10);
+	}
+	ok(worst < DEADLINE_MS + MARGIN_MS,
+	   "each of %d calls returns within the deadline plus %d ms (worst %.1f ms)",
+	   calls, MARGIN_MS, worst);
+	is_int(not_fallback, 0, "all are decided in memory");
+	ok(slow >= 2 && slow <= 2500 / BACKOFF_MS + 1,
+	   "the database is tried again once per backoff interval of %d ms, no more: %d probes in 2.5 s",
+	   BACKOFF_MS, slow);
+	is_int(lock_waiters(observer), 0, "every probe was cancelled: no waiting backend piles up");
+	rl_client_stats(client, &stats);
+	is_int(stats.fallback, calls + 1, "counters: %d fallbacks", calls + 1);
+	is_int(stats.fallback_timeout, calls + 1, "all of them for a timeout");
+	is_int(stats.fallback_error, 0, "none for an error");
+	is_int(warnings_for(&warnings, "stall"), 1, "one warning for the limiter");
+	ok(strstr(warnings.last, "(timeout: no answer within 200 ms)") != NULL,
+	   "it says the database timed out: %s", warnings.last);
+
+	exec_ok(holder, "COMMIT");
+
+	start = now_ms();
+	do
+	{
+		d = take(&latency);
+		sleep_ms(10);
+	} while (d.source != RL_SOURCE_DATABASE && now_ms() - start < 5000);
+	latency = now_ms() - start;
+	ok(d.source == RL_SOURCE_DATABASE && d.allowed,
+	   "once the lock is released, decisions return to the database (after %.0f ms)", latency);
+	ok(latency < BACKOFF_MS + DEADLINE_MS + 500, "within a backoff interval and a deadline");
+
+	rl_client_free(client);
+	PQfinish(holder);
+	PQfinish(observer);
+	return done_testing();
+}

@@ -1,0 +1,64 @@
+-- Who may do what, and that no search_path can redirect the functions.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS ratelimit;
+SET LOCAL ratelimit.in_transaction = allow;
+
+SELECT plan(17);
+
+CREATE ROLE rl_test_app;
+GRANT USAGE ON SCHEMA public TO rl_test_app;
+SET LOCAL ROLE rl_test_app;
+
+SELECT ok((rl_take('login', 'ada', 1, 2)).allowed, 'a fresh role decides with rl_take without a grant');
+SELECT ok((rl_take('login', 'ada', 1, 2)).remaining = 0, 'and its decisions count');
+SELECT throws_ok($$SELECT rl_take_at('login', 'ada', 1, 2, 1, now())$$, '42501',
+				 'permission denied for function rl_take_at', 'rl_take_at is revoked from PUBLIC');
+SELECT throws_ok($$SELECT rl_reset('login', 'ada')$$, '42501',
+				 'permission denied for function rl_reset', 'rl_reset is revoked from PUBLIC');
+SELECT throws_ok($$SELECT rl_cleanup()$$, '42501',
+				 'permission denied for function rl_cleanup', 'rl_cleanup is for maintenance roles only');
+SELECT throws_ok($$SELECT * FROM rl_buckets$$, '42501',
+				 'permission denied for table rl_buckets', 'rl_buckets cannot be read');
+SELECT throws_ok($$UPDATE rl_buckets SET tat = now()$$, '42501',
+				 'permission denied for table rl_buckets', 'rl_buckets cannot be updated');
+SELECT throws_ok($$DELETE FROM rl_buckets$$, '42501',
+				 'permission denied for table rl_buckets', 'rl_buckets cannot be emptied');
+SELECT throws_ok($$INSERT INTO rl_buckets VALUES ('\x00', now(), 1)$$, '42501',
+				 'permission denied for table rl_buckets', 'rl_buckets cannot be written');
+SELECT throws_ok($$TRUNCATE rl_buckets$$, '42501',
+				 'permission denied for table rl_buckets', 'rl_buckets cannot be truncated');
+SELECT is(current_user::text, 'rl_test_app', 'rl_take hands the caller''s identity back');
+RESET ROLE;
+
+SELECT ok(has_function_privilege('rl_test_app', 'rl_take_at(text, text, double precision, integer, integer, timestamptz)', 'EXECUTE') IS FALSE
+		  AND has_function_privilege('rl_test_app', 'rl_reset(text, text)', 'EXECUTE') IS FALSE,
+		  'the catalog agrees');
+
+-- A caller's search_path cannot redirect the table or its operators.
+CREATE SCHEMA rl_trap;
+CREATE TABLE rl_trap.rl_buckets (key bytea PRIMARY KEY, tat timestamptz NOT NULL,
+								 interval_us bigint NOT NULL);
+CREATE FUNCTION rl_trap.always_equal(bytea, bytea) RETURNS boolean
+	LANGUAGE sql IMMUTABLE AS 'SELECT true';
+CREATE OPERATOR rl_trap.= (LEFTARG = bytea, RIGHTARG = bytea, PROCEDURE = rl_trap.always_equal);
+GRANT USAGE ON SCHEMA rl_trap TO rl_test_app;
+GRANT ALL ON rl_trap.rl_buckets TO rl_test_app;
+
+SET LOCAL ROLE rl_test_app;
+SET LOCAL search_path = rl_trap, pg_catalog, public;
+CREATE TEMP TABLE first_call AS SELECT * FROM public.rl_take('trap', 'k', 1, 1);
+SELECT ok((SELECT allowed FROM first_call), 'a decision under a hostile search_path');
+SELECT ok(NOT (public.rl_take('trap', 'k', 1, 1)).allowed, 'counts in the real table');
+SELECT is((SELECT count(*)::int FROM rl_trap.rl_buckets), 0, 'the look-alike table is untouched');
+SET LOCAL search_path = '';
+CREATE TEMP TABLE empty_path AS SELECT (public.rl_take('trap', 'k', 1, 1)).allowed;
+RESET ROLE;
+RESET search_path;
+SELECT ok((SELECT NOT allowed FROM empty_path), 'an empty search_path works too');
+SELECT is((SELECT count(*)::int FROM rl_buckets
+		   WHERE key = sha256(convert_to('trap', 'UTF8') || '\x00'::bytea || convert_to('k', 'UTF8'))),
+		  1, 'the bucket is in the extension''s table');
+
+SELECT * FROM finish();
+ROLLBACK;

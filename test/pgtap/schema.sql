@@ -1,0 +1,25 @@
+-- The extension in a schema of its own, created and recreated in one session:
+-- the functions find their table wherever CREATE EXTENSION put it.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS ratelimit;
+SET LOCAL ratelimit.in_transaction = allow;
+
+SELECT plan(5);
+
+CREATE TEMP TABLE d1 AS SELECT * FROM rl_take_at('s', 'k', 1, 1, 1, '2030-01-01');
+SELECT ok((SELECT allowed FROM d1), 'a decision in the default schema');
+
+DROP EXTENSION ratelimit;
+CREATE SCHEMA limits;
+CREATE EXTENSION ratelimit SCHEMA limits;
+SELECT is((SELECT nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		   WHERE relname = 'rl_buckets'), 'limits', 'rl_buckets lives in the schema given');
+CREATE TEMP TABLE d2 AS SELECT * FROM limits.rl_take_at('s', 'k', 1, 1, 1, '2030-01-01');
+SELECT ok((SELECT allowed FROM d2), 'the same session decides against the new table');
+SELECT ok(NOT (limits.rl_take_at('s', 'k', 1, 1, 1, '2030-01-01')).allowed,
+		  'and counts there');
+SELECT is((SELECT count(*)::int FROM limits.rl_buckets), 1, 'one bucket in limits.rl_buckets');
+
+SELECT * FROM finish();
+ROLLBACK;

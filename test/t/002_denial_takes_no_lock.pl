@@ -1,0 +1,50 @@
+# A request denied on its first read writes nothing and takes no row lock: it
+# does not wait for a lock another session holds on the bucket, and the row's
+# xmin and xmax do not change.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('nolock');
+$node->init;
+$node->start;
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION ratelimit;
+	SELECT rl_take('login', 'ada', 1.0 / 3600, 2, 2);
+});
+
+my $row = q{SELECT xmin, xmax, ctid FROM rl_buckets
+	WHERE key = sha256(convert_to('login', 'UTF8') || '\x00'::bytea || convert_to('ada', 'UTF8'))};
+my $take = q{SELECT allowed FROM rl_take('login', 'ada', 1.0 / 3600, 2)};
+
+my $idle = $node->safe_psql('postgres', $row);
+is($node->safe_psql('postgres', $take), 'f', 'the spent key is denied');
+is($node->safe_psql('postgres', $row), $idle, 'the denial left xmin, xmax and ctid as they were');
+
+# another session holds the row lock
+my $holder = $node->background_psql('postgres');
+$holder->query_safe("BEGIN; $row FOR UPDATE");
+my $locked = $node->safe_psql('postgres', $row);
+
+my ($ret, $out, $err) = $node->psql('postgres',
+	"SET lock_timeout = '2s'; $take");
+is($ret, 0, 'a denial does not wait for the lock another session holds');
+is($out, 'f', 'and is a denial');
+is($node->safe_psql('postgres', $row), $locked, 'xmin and xmax are still the holder\'s');
+
+# the same setup does catch a call that needs the lock: a peek under a raised
+# limit must not write, but a spending call under a new limit must, and waits
+($ret, $out, $err) = $node->psql('postgres',
+	"SET lock_timeout = '200ms'; SELECT allowed FROM rl_take('login', 'ada', 1.0 / 3600, 5)");
+isnt($ret, 0, 'an allowed call does wait for the row lock');
+like($err, qr/lock timeout/, 'and times out on it');
+
+$holder->query_safe('COMMIT');
+$holder->quit;
+is($node->safe_psql('postgres', 'SELECT allowed FROM rl_take(\'login\', \'ada\', 1.0 / 3600, 5)'),
+	't', 'once the lock is gone, the allowed call goes through');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,205 @@
+/*
+ * gcra_test.c
+ *		Unit tests of include/gcra.h, printing TAP.  Expected values are
+ *		worked out by hand from the contract's formula.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gcra.h"
+
+static int	tests_run = 0;
+static int	tests_failed = 0;
+
+#define SEC 1000000LL
+#define NO_MAX INT64_MAX
+
+static void
+check(int ok, const char *name, long long got, long long want)
+{
+	tests_run++;
+	if (!ok)
+		tests_failed++;
+	printf("%sok %d - %s", ok ? "" : "not ", tests_run, name);
+	if (!ok)
+		printf(" (got %lld, want %lld)", got, want);
+	printf("\n");
+}
+
+#define EQ(name, got, want) \
+	check((long long) (got) == (long long) (want), name, (long long) (got), (long long) (want))
+
+static GcraLimit
+limit_of(double rate, int32_t burst)
+{
+	GcraLimit	limit;
+
+	if (gcra_limit_init(&limit, rate, burst, 0, NO_MAX) != GCRA_OK)
+	{
+		printf("Bail out! limit %g/%d refused\n", rate, burst);
+		exit(1);
+	}
+	return limit;
+}
+
+static GcraBucket
+bucket_of(int64_t tat, int64_t interval)
+{
+	GcraBucket	b = {true, tat, interval};
+
+	return b;
+}
+
+static void
+test_limits(void)
+{
+	GcraLimit	l;
+
+	l = limit_of(1.0, 3);
+	EQ("1/s is one second per request", l.interval_us, SEC);
+	EQ("tolerance is interval times burst", l.tolerance_us, 3 * SEC);
+	EQ("600000/s rounds to 2 us (500000/s)", limit_of(600000.0, 1).interval_us, 2);
+	EQ("400000/s is 2.5 us, rounded away from zero to 3", limit_of(400000.0, 1).interval_us, 3);
+	EQ("1000000/s is 1 us", limit_of(1000000.0, 1).interval_us, 1);
+	EQ("10/900 s is 90 s", limit_of(10.0 / 900, 1).interval_us, 90 * SEC);
+
+	EQ("rate 0 refused", gcra_limit_init(&l, 0.0, 1, 0, NO_MAX), GCRA_BAD_RATE);
+	EQ("negative rate refused", gcra_limit_init(&l, -1.0, 1, 0, NO_MAX), GCRA_BAD_RATE);
+	EQ("NaN rate refused", gcra_limit_init(&l, NAN, 1, 0, NO_MAX), GCRA_BAD_RATE);
+	EQ("infinite rate refused", gcra_limit_init(&l, INFINITY, 1, 0, NO_MAX), GCRA_BAD_RATE);
+	EQ("rate above 1000000/s refused", gcra_limit_init(&l, 1000000.5, 1, 0, NO_MAX), GCRA_BAD_RATE);
+	EQ("burst 0 refused", gcra_limit_init(&l, 1.0, 0, 0, NO_MAX), GCRA_BAD_BURST);
+	EQ("tolerance inside the range accepted",
+	   gcra_limit_init(&l, 1.0, 10, 0, 20 * SEC), GCRA_OK);
+	EQ("now + 2 tau past the range refused",
+	   gcra_limit_init(&l, 1.0, 10, 1, 20 * SEC), GCRA_TOLERANCE_TOO_LARGE);
+	EQ("interval of 2^62 us refused before overflow",
+	   gcra_limit_init(&l, 1e6 / 4611686018427387904.0, 1, 0, NO_MAX),
+	   GCRA_TOLERANCE_TOO_LARGE);
+	EQ("tau overflowing int64 refused",
+	   gcra_limit_init(&l, 1e-6, 2147483647, 0, NO_MAX), GCRA_TOLERANCE_TOO_LARGE);
+}
+
+static void
+test_decisions(void)
+{
+	GcraLimit	l = limit_of(1.0, 3);
+	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	b;
+	GcraDecision d;
+	const int64_t now = 1000;
+
+	d = gcra_decide(&l, &absent, now, 1);
+	EQ("absent key: allowed", d.allowed, 1);
+	EQ("absent key: stored", d.store, 1);
+	EQ("absent key: new tat is now + T", d.new_tat_us, now + SEC);
+	EQ("absent key: remaining burst - 1", d.remaining, 2);
+	EQ("absent key: retry_after 0", d.retry_after_us, 0);
+	EQ("absent key: reset_after T", d.reset_after_us, SEC);
+
+	b = bucket_of(now + 3 * SEC, SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("full debt: denied", d.allowed, 0);
+	EQ("full debt: nothing stored", d.store, 0);
+	EQ("full debt: retry after one interval", d.retry_after_us, SEC);
+	EQ("full debt: remaining 0", d.remaining, 0);
+	EQ("full debt: reset after tau", d.reset_after_us, 3 * SEC);
+
+	b = bucket_of(now + SEC + 1, SEC);
+	d = gcra_decide(&l, &b, now, 2);
+	EQ("cost 2 with 1 cell and 1 us used: denied", d.allowed, 0);
+	EQ("cost 2: retry after 1 us", d.retry_after_us, 1);
+	EQ("denial reports remaining from the tat it used", d.remaining, 1);
+	d = gcra_decide(&l, &b, now + 1, 2);
+	EQ("cost 2 one microsecond later: allowed", d.allowed, 1);
+	EQ("cost 2: tat moves two intervals", d.new_tat_us, now + 3 * SEC + 1);
+	EQ("cost 2: remaining 0", d.remaining, 0);
+
+	d = gcra_decide(&l, &absent, now, 4);
+	EQ("cost above burst: denied", d.allowed, 0);
+	EQ("cost above burst: retry_after unknown", d.retry_known, 0);
+	EQ("cost above burst on absent key: nothing stored", d.store, 0);
+	EQ("cost above burst: remaining is the full burst", d.remaining, 3);
+
+	b = bucket_of(now + 2 * SEC, SEC);
+	d = gcra_decide(&l, &b, now, 0);
+	EQ("peek: allowed", d.allowed, 1);
+	EQ("peek: never stored", d.store, 0);
+	EQ("peek: remaining", d.remaining, 1);
+	EQ("peek: reset_after", d.reset_after_us, 2 * SEC);
+
+	b = bucket_of(now - 1, 7 * SEC);
+	d = gcra_decide(&l, &b, now, 4);
+	EQ("passed bucket under another T: nothing to normalise", d.store, 0);
+	EQ("passed bucket: reset_after 0", d.reset_after_us, 0);
+}
+
+static void
+test_limit_changes(void)
+{
+	const int64_t now = 5000;
+	GcraLimit	raised = limit_of(10.0, 20);
+	GcraLimit	lowered = limit_of(1.0, 3);
+	GcraLimit	thirds;
+	GcraBucket	b;
+	GcraDecision d;
+
+	b = bucket_of(now + 2 * SEC, SEC);	/* two cells used at 1/s */
+	d = gcra_decide(&raised, &b, now, 1);
+	EQ("raised limit: two cells carry over, request allowed", d.allowed, 1);
+	EQ("raised limit: tat is now + 3 new intervals", d.new_tat_us, now + 300000);
+	EQ("raised limit: remaining 17", d.remaining, 17);
+
+	b = bucket_of(now + 10 * SEC, SEC);	/* ten cells used at 1/s */
+	d = gcra_decide(&lowered, &b, now, 1);
+	EQ("lowered limit: debt capped at tau, denied", d.allowed, 0);
+	EQ("lowered limit: the denial stores the capped bucket", d.store, 1);
+	EQ("lowered limit: stored tat is now + tau", d.new_tat_us, now + 3 * SEC);
+	EQ("lowered limit: retry after one interval", d.retry_after_us, SEC);
+
+	b = bucket_of(now + 3 * SEC, SEC);
+	d = gcra_decide(&lowered, &b, now, 1);
+	EQ("same limit, debt at tau: denial stores nothing", d.store, 0);
+
+	b = bucket_of(now + 3 * SEC + 1, SEC);
+	d = gcra_decide(&lowered, &b, now, 1);
+	EQ("same T, debt 1 us over tau: capped and stored", d.store, 1);
+	EQ("same T, debt 1 us over tau: stored tat is now + tau", d.new_tat_us, now + 3 * SEC);
+
+	b = bucket_of(now + 10 * SEC, SEC);
+	d = gcra_decide(&lowered, &b, now, 0);
+	EQ("peek never stores, not even a normalisation", d.store, 0);
+	EQ("peek reports the normalised bucket", d.reset_after_us, 3 * SEC);
+
+	/* T from 3 us to 2 us: a debt of 5 us is 5 * 2 / 3 = 3.33, floored to 3 */
+	EQ("a limit of 2 us per request", gcra_limit_init(&thirds, 500000.0, 100, 0, NO_MAX), GCRA_OK);
+	b = bucket_of(now + 5, 3);
+	d = gcra_decide(&thirds, &b, now, 1);
+	EQ("cells carry over with the floor of debt * T_new / T_old", d.new_tat_us, now + 3 + 2);
+
+	/* 128-bit intermediate: debt * T_new = 8e30 does not fit in 64 bits */
+	{
+		GcraLimit	slow;
+
+		EQ("a limit of 4e12 us per request",
+		   gcra_limit_init(&slow, 1e6 / 4e12, 1000000, 0, NO_MAX), GCRA_OK);
+		b = bucket_of(now + 2000000000000000000LL, 2000000000000LL);
+		d = gcra_decide(&slow, &b, now, 0);
+		EQ("a huge debt rescales exactly", d.reset_after_us, 4000000000000000000LL);
+	}
+
+	b = bucket_of(now, 2 * SEC);	/* tat == now: not passed yet */
+	d = gcra_decide(&lowered, &b, now, 4);
+	EQ("tat equal to now under a new T: the denial stores the new T", d.store, 1);
+	EQ("tat equal to now: stored tat is now", d.new_tat_us, now);
+}
+
+int
+main(void)
+{
+	test_limits();
+	test_decisions();
+	test_limit_changes();
+	printf("1..%d\n", tests_run);
+	return tests_failed != 0;
+}
