@@ -63,6 +63,7 @@ typedef struct StorePlanDef
 
 #define EQ " OPERATOR(pg_catalog.=) "
 #define LT " OPERATOR(pg_catalog.<) "
+#define GT " OPERATOR(pg_catalog.>) "
 
 static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	/* a concurrent insert of the same key wins; the caller decides again */
@@ -79,13 +80,15 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	/*
 	 * The outer tat test is rechecked on the newest row version, so a bucket
 	 * that a concurrent decision has just moved into the future stays.  A
-	 * NULL limit deletes them all.
+	 * NULL limit deletes them all.  Only rows after $3 are read (a TID range
+	 * scan), so the batches of a run read the table once, not once each.
 	 */
 	[PLAN_DELETE_EXPIRED] = {
-		"DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE tat" LT "$1 LIMIT $2))"
-		" AND tat" LT "$1",
-		2, {TIMESTAMPTZOID, INT8OID}
+		"WITH deleted AS (DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
+		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2))"
+		" AND tat" LT "$1 RETURNING ctid)"
+		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
+		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
 	},
 };
 
@@ -119,12 +122,11 @@ forget_store_on_relation_change(Datum arg, Oid relid)
 		store_relid = InvalidOid;
 }
 
+/* Find rl_buckets in namespace, owned by owner, and check it is ours. */
 static void
-resolve_store(Oid fn_oid)
+resolve_store(Oid namespace, Oid owner)
 {
 	static bool callbacks_registered = false;
-	HeapTuple	tuple;
-	Form_pg_proc proc;
 	Relation	rel;
 
 	if (!callbacks_registered)
@@ -134,14 +136,8 @@ resolve_store(Oid fn_oid)
 		callbacks_registered = true;
 	}
 
-	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
-	if (!HeapTupleIsValid(tuple))
-		elog(ERROR, "cache lookup failed for function %u", fn_oid);
-	proc = (Form_pg_proc) GETSTRUCT(tuple);
-	store_namespace = proc->pronamespace;
-	store_owner = proc->proowner;
-	ReleaseSysCache(tuple);
-
+	store_namespace = namespace;
+	store_owner = owner;
 	rel = table_open(get_relname_relid("rl_buckets", store_namespace),
 					 AccessShareLock);
 	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
@@ -188,15 +184,37 @@ prepare_store_plans(void)
 }
 
 /*
- * Open the store for the SQL function fn_oid, as the table's owner.  Pair
- * with bucket_store_disconnect; an error in between restores the caller's
- * identity through transaction abort.
+ * Open the store for the SQL function fn_oid: the table lives where the
+ * function does, and belongs to the function's owner.
  */
 void
 bucket_store_connect(Oid fn_oid)
 {
 	if (!OidIsValid(store_relid))
-		resolve_store(fn_oid);
+	{
+		HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+		Form_pg_proc proc;
+
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "cache lookup failed for function %u", fn_oid);
+		proc = (Form_pg_proc) GETSTRUCT(tuple);
+		resolve_store(proc->pronamespace, proc->proowner);
+		ReleaseSysCache(tuple);
+	}
+	bucket_store_connect_to(store_namespace, store_owner);
+}
+
+/*
+ * Open the store whose table is in namespace and belongs to owner, as that
+ * owner.  Pair with bucket_store_disconnect; an error in between restores the
+ * caller's identity through transaction abort.
+ */
+void
+bucket_store_connect_to(Oid namespace, Oid owner)
+{
+	if (!OidIsValid(store_relid) || namespace != store_namespace ||
+		owner != store_owner)
+		resolve_store(namespace, owner);
 
 	GetUserIdAndSecContext(&saved_user, &saved_sec_context);
 	SetUserIdAndSecContext(store_owner,
@@ -221,12 +239,14 @@ bucket_store_refuse_recovery(const char *function)
 				 errhint("Send rate-limit calls to the primary.")));
 }
 
-/* Run one prepared statement; returns the number of rows it processed. */
-static uint64
-run_plan(StorePlan which, Datum *values, const char *nulls)
+/*
+ * Run one prepared statement in a new SPI connection; the caller reads its
+ * result and calls SPI_finish.
+ */
+static void
+execute_plan(StorePlan which, Datum *values, const char *nulls)
 {
 	int			rc;
-	uint64		processed;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -235,6 +255,15 @@ run_plan(StorePlan which, Datum *values, const char *nulls)
 	rc = SPI_execute_plan(store_plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+}
+
+/* Run one prepared statement; returns the number of rows it processed. */
+static uint64
+run_plan(StorePlan which, Datum *values, const char *nulls)
+{
+	uint64		processed;
+
+	execute_plan(which, values, nulls);
 	processed = SPI_processed;
 	SPI_finish();
 	return processed;
@@ -429,13 +458,32 @@ bucket_store_delete(bytea *key)
 
 /*
  * Delete up to batch_size buckets whose tat is before now (all of them when
- * batch_size <= 0).  Such a bucket is the same as an absent one.
+ * batch_size <= 0) among the rows after *position, and move *position to the
+ * last row deleted: the next batch of a run starts there.  Such a bucket is
+ * the same as an absent one.
  */
 int64
-bucket_store_delete_expired(TimestampTz now, int64 batch_size)
+bucket_store_delete_expired(TimestampTz now, int64 batch_size,
+							ItemPointer position)
 {
-	Datum		values[2] = {TimestampTzGetDatum(now), Int64GetDatum(batch_size)};
-	char		nulls[2] = {' ', batch_size > 0 ? ' ' : 'n'};
+	Datum		values[3] = {
+		TimestampTzGetDatum(now),
+		Int64GetDatum(batch_size),
+		PointerGetDatum(position)
+	};
+	char		nulls[3] = {' ', batch_size > 0 ? ' ' : 'n', ' '};
+	HeapTuple	result;
+	bool		isnull;
+	int64		deleted;
 
-	return (int64) run_plan(PLAN_DELETE_EXPIRED, values, nulls);
+	execute_plan(PLAN_DELETE_EXPIRED, values, nulls);
+	result = SPI_tuptable->vals[0];
+	deleted = DatumGetInt64(SPI_getbinval(result, SPI_tuptable->tupdesc, 1,
+										  &isnull));
+	if (deleted > 0)
+		*position = *(ItemPointer) DatumGetPointer(SPI_getbinval(result,
+																 SPI_tuptable->tupdesc,
+																 2, &isnull));
+	SPI_finish();
+	return deleted;
 }

@@ -1,8 +1,11 @@
 /*
  * ratelimit.c
- *		Module entry point of the ratelimit extension: its settings.
+ *		Module entry point of the ratelimit extension: its settings, and the
+ *		cleanup worker when the library is preloaded.
  */
 #include "postgres.h"
+
+#include <limits.h>
 
 #include "miscadmin.h"
 #include "utils/guc.h"
@@ -13,6 +16,8 @@ PG_MODULE_MAGIC;
 
 char	   *ratelimit_key_secret = NULL;
 int			ratelimit_in_transaction = IN_TRANSACTION_WARN;
+int			ratelimit_cleanup_interval = 3600;
+int			ratelimit_cleanup_batch_size = 10000;
 
 static const struct config_enum_entry in_transaction_options[] = {
 	{"allow", IN_TRANSACTION_ALLOW, false},
@@ -64,5 +69,32 @@ _PG_init(void)
 
 	client_ip_define_settings();
 
+	/*
+	 * Defined in every backend that loads the library, so SHOW and ALTER
+	 * SYSTEM know them, but used only by the worker.
+	 */
+	DefineCustomIntVariable("ratelimit.cleanup_interval",
+							"Time between two rounds of the cleanup worker over every database.",
+							"0 disables the worker. Needs ratelimit in shared_preload_libraries.",
+							&ratelimit_cleanup_interval,
+							3600,
+							0, INT_MAX,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("ratelimit.cleanup_batch_size",
+							"Expired buckets the cleanup worker deletes per transaction.",
+							NULL,
+							&ratelimit_cleanup_batch_size,
+							10000,
+							1, INT_MAX,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("ratelimit");
+
+	if (process_shared_preload_libraries_in_progress)
+		cleanup_worker_register();
 }

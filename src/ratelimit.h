@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/timestamp.h"
 
 #include "gcra.h"
@@ -26,6 +27,8 @@ typedef enum InTransactionAction
 /* settings (ratelimit.c) */
 extern char *ratelimit_key_secret;
 extern int	ratelimit_in_transaction;
+extern int	ratelimit_cleanup_interval;
+extern int	ratelimit_cleanup_batch_size;
 
 /* client_ip.c */
 extern void client_ip_define_settings(void);
@@ -35,11 +38,16 @@ extern bytea *bucket_key(text *limiter, text *key);
 
 /* bucket_store.c */
 extern void bucket_store_connect(Oid fn_oid);
+extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);
 extern GcraDecision bucket_store_take(bytea *key, const GcraLimit *limit,
 									  int64 now, int32 cost);
 extern bool bucket_store_delete(bytea *key);
-extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size);
+extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
+										 ItemPointer position);
 extern void bucket_store_refuse_recovery(const char *function);
+
+/* cleanup_worker.c */
+extern void cleanup_worker_register(void);
 
 #endif							/* RATELIMIT_H */
