@@ -22,6 +22,7 @@ batches=("$@")
 [ ${#batches[@]} -eq 0 ] && batches=(1000 10000 100000)
 
 work=$(rl_workdir bench-cleanup)
+cd "$work"  # the postgres user cannot enter a checkout under /root
 rl_build_install "$work"
 data=$work/data
 trap 'rl_cluster_stop "$data"; rm -rf "$work"' EXIT
