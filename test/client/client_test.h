@@ -22,9 +22,15 @@
 static int	tap_run = 0;
 static int	tap_failed = 0;
 
+/* Start TAP output; a program takes nargs arguments, named by usage. */
 static inline void
-tap_start(void)
+tap_start(int argc, char **argv, int nargs, const char *usage)
 {
+	if (argc != nargs + 1)
+	{
+		fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+		exit(2);
+	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 }
 

@@ -252,12 +252,7 @@ main(int argc, char **argv)
 	char		message[512];
 	Warnings	warnings = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-	tap_start();
-	if (argc != 4)
-	{
-		fprintf(stderr, "usage: %s CONNINFO DEAD_CONNINFO SCHEMA_CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 3, "CONNINFO DEAD_CONNINFO SCHEMA_CONNINFO");
 	{
 		const char *const keywords[] = {"dbname", "client_encoding", NULL};
 		const char *const values[] = {argv[1], "UTF8", NULL};

@@ -66,12 +66,7 @@ main(int argc, char **argv)
 	int			i;
 	int			round;
 
-	tap_start();
-	if (argc != 2)
-	{
-		fprintf(stderr, "usage: %s CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 1, "CONNINFO");
 
 	/*
 	 * With the database: 40 keys through 8 buckets.  Each call finds its

@@ -21,12 +21,7 @@ main(int argc, char **argv)
 	int			refused = 0;
 	int			i;
 
-	tap_start();
-	if (argc != 2)
-	{
-		fprintf(stderr, "usage: %s CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 1, "CONNINFO");
 	rl_client_options_init(&options);
 	options.conninfo = argv[1];
 	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");

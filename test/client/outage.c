@@ -49,12 +49,7 @@ main(int argc, char **argv)
 	double		start;
 	int			i;
 
-	tap_start();
-	if (argc != 2)
-	{
-		fprintf(stderr, "usage: %s CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 1, "CONNINFO");
 	rl_client_options_init(&options);
 	options.conninfo = argv[1];
 	options.deadline_ms = DEADLINE_MS;

@@ -60,12 +60,7 @@ main(int argc, char **argv)
 	int			shared = 0;
 	int			i;
 
-	tap_start();
-	if (argc != 2)
-	{
-		fprintf(stderr, "usage: %s CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 1, "CONNINFO");
 	rl_client_options_init(&options);
 	options.conninfo = argv[1];
 	options.pool_size = THREADS;

@@ -84,12 +84,7 @@ main(int argc, char **argv)
 	int			slow;
 	int			not_fallback;
 
-	tap_start();
-	if (argc != 3)
-	{
-		fprintf(stderr, "usage: %s CLIENT_CONNINFO ADMIN_CONNINFO\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 2, "CLIENT_CONNINFO ADMIN_CONNINFO");
 	holder = PQconnectdb(argv[2]);
 	observer = PQconnectdb(argv[2]);
 	if (PQstatus(holder) != CONNECTION_OK || PQstatus(observer) != CONNECTION_OK)

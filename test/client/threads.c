@@ -111,12 +111,7 @@ main(int argc, char **argv)
 	int			total;
 	int			i;
 
-	tap_start();
-	if (argc != 3)
-	{
-		fprintf(stderr, "usage: %s CONNINFO LABEL\n", argv[0]);
-		return 2;
-	}
+	tap_start(argc, argv, 2, "CONNINFO LABEL");
 	label = argv[2];
 	rl_client_options_init(&options);
 	options.conninfo = argv[1];
