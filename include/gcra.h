@@ -148,13 +148,12 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 
 	if (live)
 	{
-		/* cap before narrowing: the rescaled debt may not fit in 64 bits */
-		__int128	rescaled = (__int128) (bucket->tat_us - now_us) * T /
-			bucket->interval_us;
+		/* in 128 bits, capped before narrowing: neither fits in 64 */
+		__int128	stored_debt = (__int128) bucket->tat_us - now_us;
+		__int128	rescaled = stored_debt * T / bucket->interval_us;
 
 		debt = rescaled > tau ? tau : (int64_t) rescaled;
-		normalised = debt != bucket->tat_us - now_us ||
-			bucket->interval_us != T;
+		normalised = debt != stored_debt || bucket->interval_us != T;
 	}
 	tat_used = now_us + debt;
 

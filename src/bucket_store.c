@@ -24,9 +24,9 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "catalog/index.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -319,6 +319,29 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
 }
 
 /*
+ * A new version that is not a HOT update needs entries in every index of the
+ * table, as an UPDATE statement makes them: the primary key, and any index
+ * being built concurrently (REINDEX CONCURRENTLY) or added by the owner.
+ */
+static void
+insert_index_entries(Relation heap, TupleTableSlot *slot)
+{
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
+
+	InitResultRelInfo(result_rel, heap, 1, NULL, 0);
+	ExecOpenIndices(result_rel, false);
+
+	/*
+	 * update = false: true only adds a hint for bottom-up index deletion, and
+	 * working it out needs a range table this estate does not have.
+	 */
+	ExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL);
+	ExecCloseIndices(result_rel);
+	FreeExecutorState(estate);
+}
+
+/*
  * Replace the row version in access->found, as the heap update of an UPDATE
  * statement would.  Returns TM_Ok, or TM_Updated or TM_Deleted when another
  * transaction changed it first (after waiting for that one to end).
@@ -344,15 +367,7 @@ swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
 								InvalidSnapshot, true, &tmfd, &lockmode,
 								&update_indexes);
 	if (result == TM_Ok && update_indexes)
-	{
-		/* not a HOT update: the key needs an index entry for the new version */
-		Datum		key_value = PointerGetDatum(access->key);
-		bool		key_isnull = false;
-
-		index_insert(access->index, &key_value, &key_isnull, &slot->tts_tid,
-					 access->heap, UNIQUE_CHECK_YES, true,
-					 BuildIndexInfo(access->index));
-	}
+		insert_index_entries(access->heap, slot);
 	if (result != TM_Ok && result != TM_Updated && result != TM_Deleted)
 		elog(ERROR, "unexpected result %d updating a rate-limit bucket", result);
 	return result;

@@ -39,6 +39,7 @@
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -321,6 +322,15 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnectionByOid(DatumGetObjectId(main_arg),
 											  InvalidOid, 0);
+
+	/*
+	 * Like autovacuum, whatever the configuration says: a batch must see
+	 * rows that rl_take moved meanwhile and recheck them, not fail on them.
+	 */
+	SetConfigOption("default_transaction_isolation", "read committed",
+					PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("default_transaction_read_only", "off",
+					PGC_SUSET, PGC_S_OVERRIDE);
 
 	StartTransactionCommand();
 	dbname = MemoryContextStrdup(TopMemoryContext,

@@ -30,7 +30,8 @@ void		_PG_init(void);
 
 /*
  * GUC_SUPERUSER_ONLY still shows the value to members of
- * pg_read_all_settings; the secret is for superusers alone.
+ * pg_read_all_settings, and pg_settings shows its reset value past any show
+ * hook, hence GUC_NO_SHOW_ALL too: the secret is for superusers alone.
  */
 static const char *
 show_key_secret(void)
@@ -54,7 +55,7 @@ _PG_init(void)
 							   &ratelimit_key_secret,
 							   "",
 							   PGC_SIGHUP,
-							   GUC_SUPERUSER_ONLY,
+							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
 							   NULL, NULL, show_key_secret);
 
 	DefineCustomEnumVariable("ratelimit.in_transaction",

@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgcrypto;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(25);
+SELECT plan(28);
 
 SELECT is((SELECT relpersistence FROM pg_class WHERE oid = 'rl_buckets'::regclass), 'u',
 		  'rl_buckets is unlogged');
@@ -101,6 +101,20 @@ SELECT results_eq(
 	  WHERE key = sha256(convert_to('o', 'UTF8') || '\x00'::bytea || convert_to('k', 'UTF8'))$$,
 	$$VALUES ('2030-01-01 00:00:00+00'::timestamptz + interval '8589.934592 seconds', 8589934592::bigint)$$,
 	'and stores the capped bucket');
+
+-- an index the owner adds (or REINDEX CONCURRENTLY builds) gets an entry for
+-- every new row version, as it would from an UPDATE statement: amcheck finds
+-- every heap row in every index
+CREATE EXTENSION IF NOT EXISTS amcheck;
+CREATE INDEX rl_test_tat ON rl_buckets (tat);
+CREATE TEMP TABLE idx AS
+SELECT i, (rl_take_at('idx', 'k', 1, 10, 1, '2030-06-01 00:00:00+00'::timestamptz + i * interval '1 ms')).allowed
+FROM generate_series(1, 5) AS i;
+SELECT is((SELECT count(*)::int FROM idx WHERE allowed), 5, 'five updates of a bucket with a second index');
+SELECT lives_ok($$SELECT bt_index_check('rl_test_tat', true)$$,
+				'the added index has an entry for every row version');
+SELECT lives_ok($$SELECT bt_index_check('rl_buckets_pkey', true)$$,
+				'so has the primary key');
 
 SELECT * FROM finish();
 ROLLBACK;
