@@ -276,7 +276,7 @@ typedef struct BucketAccess
 	Relation	index;
 	Snapshot	snapshot;
 	TupleTableSlot *found;		/* the row version the decision is based on */
-	TupleTableSlot *replacement;
+	TupleTableSlot *replacement;	/* made by the first update */
 	bytea	   *key;
 } BucketAccess;
 
@@ -349,12 +349,16 @@ insert_index_entries(Relation heap, TupleTableSlot *slot)
 static TM_Result
 swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
 {
-	TupleTableSlot *slot = access->replacement;
+	TupleTableSlot *slot;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	bool		update_indexes;
 	TM_Result	result;
 
+	if (access->replacement == NULL)
+		access->replacement = MakeSingleTupleTableSlot(RelationGetDescr(access->heap),
+													   &TTSOpsVirtual);
+	slot = access->replacement;
 	ExecClearTuple(slot);
 	slot->tts_values[ATT_KEY - 1] = PointerGetDatum(access->key);
 	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(d->new_tat_us);
@@ -437,8 +441,6 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 	access.heap = table_open(store_relid, RowExclusiveLock);
 	access.index = index_open(store_indexid, RowExclusiveLock);
 	access.found = table_slot_create(access.heap, NULL);
-	access.replacement = MakeSingleTupleTableSlot(RelationGetDescr(access.heap),
-												  &TTSOpsVirtual);
 
 	read_bucket(&access, &bucket);
 	d = gcra_decide(limit, &bucket, now, cost);
@@ -456,7 +458,8 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 		CommandCounterIncrement();
 
 	ExecDropSingleTupleTableSlot(access.found);
-	ExecDropSingleTupleTableSlot(access.replacement);
+	if (access.replacement != NULL)
+		ExecDropSingleTupleTableSlot(access.replacement);
 	UnregisterSnapshot(access.snapshot);
 	index_close(access.index, NoLock);
 	table_close(access.heap, NoLock);

@@ -34,8 +34,8 @@ is($ret, 0, 'a denial does not wait for the lock another session holds');
 is($out, 'f', 'and is a denial');
 is($node->safe_psql('postgres', $row), $locked, 'xmin and xmax are still the holder\'s');
 
-# the same setup does catch a call that needs the lock: a peek under a raised
-# limit must not write, but a spending call under a new limit must, and waits
+# the same setup does catch a call that needs the lock: under a raised burst
+# the request is allowed, so it must update the row, and waits for the lock
 ($ret, $out, $err) = $node->psql('postgres',
 	"SET lock_timeout = '200ms'; SELECT allowed FROM rl_take('login', 'ada', 1.0 / 3600, 5)");
 isnt($ret, 0, 'an allowed call does wait for the row lock');
