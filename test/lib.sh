@@ -52,15 +52,25 @@ rl_workdir() {
 	echo "$dir"
 }
 
-# rl_build_install DIR [MAKE ARGS...]: build in DIR and install into the server.
+# rl_build_install DIR [MAKE ARGS...]: build in DIR and install into a
+# private copy of the server's installation, DIR/tmp_install, the way
+# PostgreSQL's own "make check" does: the system's extension is left as it
+# was.  The server finds its share and lib folders relative to its binary, so
+# RL_PGBIN, which rl_as_pg puts first in PATH, then points into the copy.
+# Call it after installing any package whose files the tests need.
 rl_build_install() {
-	local dir=$1
+	local dir=$1 pgbin=/usr/lib/postgresql/$RL_PG_MAJOR
 	shift
 	rl_log "building ratelimit $*"
 	make -s -C "$dir" clean >/dev/null
 	make -s -C "$dir" "$@" >/dev/null
-	make -s -C "$dir" install "$@" >/dev/null
+	rm -rf "$dir/tmp_install"
+	mkdir -p "$dir/tmp_install/usr/lib/postgresql" "$dir/tmp_install/usr/share/postgresql"
+	cp -a "$pgbin" "$dir/tmp_install/usr/lib/postgresql/"
+	cp -a "/usr/share/postgresql/$RL_PG_MAJOR" "$dir/tmp_install/usr/share/postgresql/"
+	make -s -C "$dir" install DESTDIR="$dir/tmp_install" "$@" >/dev/null
 	chown -R "$RL_PG_USER:" "$dir"
+	RL_PGBIN=$dir/tmp_install$pgbin/bin
 }
 
 # rl_as_pg CMD...: run as the postgres user with the server's binaries first

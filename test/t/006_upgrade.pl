@@ -1,0 +1,109 @@
+# Upgrading from 1.0: an upgraded database has exactly the objects of a fresh
+# install of the current version, keeps every bucket, and goes on deciding
+# from where it was.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade');
+$node->init;
+$node->start;
+
+# A default grant must not open what the scripts revoke, on either path.
+$node->safe_psql('postgres', 'CREATE ROLE app_in_default_acl');
+for my $db ('fresh', 'upgraded')
+{
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	$node->safe_psql($db, q{
+		ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO app_in_default_acl;
+		ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app_in_default_acl;
+	});
+}
+$node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
+$node->safe_psql('upgraded', q{CREATE EXTENSION ratelimit VERSION '1.0'});
+my $default = $node->safe_psql('postgres',
+	q{SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit'});
+isnt($default, '1.0', "the default version is $default");
+
+my $take = q{SELECT allowed, remaining FROM rl_take_at('login', 'ada', 1.0 / 60, 3, 1, '2030-01-01 00:00:00+00')};
+is($node->safe_psql('upgraded', $take), 't|2', 'a decision at 1.0');
+is($node->safe_psql('upgraded', $take), 't|1', 'a second one');
+my $buckets_before = $node->safe_psql('upgraded',
+	'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key');
+
+$node->safe_psql('upgraded', 'ALTER EXTENSION ratelimit UPDATE');
+is($node->safe_psql('upgraded', q{SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'}),
+	$default, 'ALTER EXTENSION ... UPDATE reaches the default version');
+is($node->safe_psql('upgraded', 'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key'),
+	$buckets_before, 'every bucket is kept');
+is($node->safe_psql('upgraded', $take), 't|0', 'and decisions go on from where they were');
+is($node->safe_psql('upgraded', $take), 'f|0', 'until the budget is spent');
+
+# Every object of the extension, described from the catalogs in a form that
+# does not depend on OIDs.
+my $describe = q{
+WITH members AS (
+	SELECT classid, objid FROM pg_depend
+	WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+	  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
+)
+SELECT format('function %s returns %s args %s kind %s volatile %s strict %s parallel %s'
+	' secdef %s leakproof %s lang %s src %s bin %s config %s acl %s',
+	p.oid::regprocedure, pg_get_function_result(p.oid), pg_get_function_arguments(p.oid),
+	p.prokind, p.provolatile, p.proisstrict, p.proparallel, p.prosecdef, p.proleakproof,
+	(SELECT lanname FROM pg_language WHERE oid = p.prolang), p.prosrc, p.probin,
+	p.proconfig, p.proacl)
+FROM members m JOIN pg_proc p ON m.classid = 'pg_proc'::regclass AND p.oid = m.objid
+UNION ALL
+SELECT 'type ' || t.oid::regtype::text || ' ' || t.typtype::text
+	|| coalesce(' (' || (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+				  FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped) || ')', '')
+FROM members m JOIN pg_type t ON m.classid = 'pg_type'::regclass AND t.oid = m.objid
+UNION ALL
+SELECT 'relation ' || c.oid::regclass::text || ' kind ' || c.relkind::text
+	|| ' persistence ' || c.relpersistence::text || ' acl ' || coalesce(c.relacl::text, '-')
+	|| ' columns (' || coalesce((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+		|| CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
+		|| coalesce(' default ' || pg_get_expr(d.adbin, d.adrelid), '')
+		|| coalesce(' acl ' || a.attacl::text, ''), ', ' ORDER BY a.attnum)
+		FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+		WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped), '') || ')'
+	|| ' constraints (' || coalesce((SELECT string_agg(pg_get_constraintdef(k.oid), ', ' ORDER BY pg_get_constraintdef(k.oid))
+		FROM pg_constraint k WHERE k.conrelid = c.oid), '') || ')'
+	|| ' indexes (' || coalesce((SELECT string_agg(pg_get_indexdef(i.indexrelid), ', ' ORDER BY pg_get_indexdef(i.indexrelid))
+		FROM pg_index i WHERE i.indrelid = c.oid), '') || ')'
+	|| ' triggers (' || coalesce((SELECT string_agg(pg_get_triggerdef(g.oid), ', ' ORDER BY g.tgname)
+		FROM pg_trigger g WHERE g.tgrelid = c.oid), '') || ')'
+	|| coalesce(' view ' || pg_get_viewdef(c.oid), '')
+	|| ' dumped ' || coalesce(c.oid = ANY ((SELECT extconfig FROM pg_extension WHERE extname = 'ratelimit')::oid[]), false)::text
+FROM members m JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid
+UNION ALL
+SELECT 'other ' || pg_describe_object(m.classid, m.objid, 0)
+FROM members m
+WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_class'::regclass)
+ORDER BY 1
+};
+my $fresh = $node->safe_psql('fresh', $describe);
+my $upgraded = $node->safe_psql('upgraded', $describe);
+like($fresh, qr/^function rl_take\(text,text,double precision,integer,integer\)/m,
+	'the description lists the functions');
+like($fresh, qr/^relation rl_buckets kind r persistence u/m, 'and the tables');
+is($upgraded, $fresh, 'an upgraded 1.0 has the objects of a fresh install, signatures, '
+	. 'volatility, strictness, grants, types, columns and constraints alike');
+
+# Nothing the scripts revoke is reachable through the default grant.
+for my $db ('fresh', 'upgraded')
+{
+	is( $node->safe_psql($db, q{
+			SELECT string_agg(p.proname, ',' ORDER BY p.proname)
+			FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+			 AND d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
+			WHERE p.proname IN ('rl_take_at', 'rl_reset', 'rl_cleanup')
+			  AND has_function_privilege('app_in_default_acl', p.oid, 'EXECUTE')}),
+		'', "$db: a default grant opens none of rl_take_at, rl_reset, rl_cleanup");
+}
+
+$node->stop;
+done_testing();
