@@ -14,14 +14,6 @@ PG_FUNCTION_INFO_V1(rl_cleanup);
 Datum
 rl_cleanup(PG_FUNCTION_ARGS)
 {
-	ItemPointerData start;
-	int64		deleted;
-
-	/* (0,0) comes before every row */
-	ItemPointerSet(&start, 0, 0);
-	bucket_store_refuse_recovery("rl_cleanup");
-	bucket_store_connect(fcinfo->flinfo->fn_oid);
-	deleted = bucket_store_delete_expired(GetCurrentTimestamp(), 0, &start);
-	bucket_store_disconnect();
-	PG_RETURN_INT64(deleted);
+	PG_RETURN_INT64(store_cleanup(fcinfo->flinfo->fn_oid, "rl_cleanup",
+								  GetCurrentTimestamp()));
 }

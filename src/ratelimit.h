@@ -36,7 +36,30 @@ extern void client_ip_define_settings(void);
 /* bucket_key.c */
 extern bytea *bucket_key(text *limiter, text *key);
 
-/* bucket_store.c */
+/*
+ * One request of a decision over several buckets (rl_take_all): the stored
+ * key, the limit and cost, and whether the limit is only observed (shadow).
+ */
+typedef struct StoreRequest
+{
+	bytea	   *key;
+	GcraLimit	limit;
+	int32		cost;
+	bool		shadow;
+} StoreRequest;
+
+/*
+ * store.c: every function that reads or writes buckets goes through these,
+ * whichever store ratelimit.store chose.  fn_oid is the calling SQL
+ * function's: the extension's objects live where it does.
+ */
+extern GcraDecision store_take(Oid fn_oid, const char *function, bytea *key,
+							   const GcraLimit *limit, int64 now, int32 cost);
+extern bool store_delete(Oid fn_oid, const char *function, bytea *key);
+extern int64 store_cleanup(Oid fn_oid, const char *function, TimestampTz now);
+extern void store_check_writable(const char *function, int32 cost);
+
+/* bucket_store.c: the table store, rl_buckets */
 extern void bucket_store_connect(Oid fn_oid);
 extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);

@@ -8,7 +8,6 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
-#include "access/xact.h"
 #include "catalog/pg_proc.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -100,39 +99,6 @@ refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 					   float8out_internal(rate), burst)));
 }
 
-/*
- * Inside BEGIN ... COMMIT the decision rolls back with the transaction and
- * the row lock lasts until its end: ratelimit.in_transaction says whether
- * that is fine, worth a warning once per session, or an error.  Like
- * PreventInTransactionBlock, this counts the implicit block of a query string
- * with several statements, where the same holds.  A peek (cost 0) neither
- * writes nor locks, so it is never in the trap.
- */
-static void
-check_transaction_block(const char *function, int32 cost)
-{
-	static bool warned = false;
-
-	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || cost == 0 ||
-		!IsTransactionBlock())
-		return;
-	if (ratelimit_in_transaction == IN_TRANSACTION_ERROR)
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s cannot run inside a transaction block", function),
-				 errdetail("Its decision would roll back with the transaction, and its row lock would last until commit."),
-				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"warn\" or \"allow\".")));
-	if (!warned)
-	{
-		warned = true;
-		ereport(WARNING,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s ran inside a transaction block", function),
-				 errdetail("Its decision rolls back with the transaction, and its row lock lasts until commit."),
-				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"allow\" to silence this warning.")));
-	}
-}
-
 static double
 seconds(int64 us)
 {
@@ -167,14 +133,8 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
 
-	bucket_store_refuse_recovery(function);
-	check_transaction_block(function, cost);
-	if (cost > 0)
-		PreventCommandIfReadOnly(function);
-
-	bucket_store_connect(fcinfo->flinfo->fn_oid);
-	d = bucket_store_take(bucket_key(limiter, key), &limit, now, cost);
-	bucket_store_disconnect();
+	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
+				   &limit, now, cost);
 
 	values[0] = BoolGetDatum(d.allowed);
 	values[1] = Int32GetDatum(d.remaining);
@@ -214,11 +174,7 @@ rl_reset(PG_FUNCTION_ARGS)
 {
 	text	   *limiter = required_text_argument(fcinfo, ARG_LIMITER, "limiter");
 	text	   *key = required_text_argument(fcinfo, ARG_KEY, "key");
-	bool		removed;
 
-	bucket_store_refuse_recovery("rl_reset");
-	bucket_store_connect(fcinfo->flinfo->fn_oid);
-	removed = bucket_store_delete(bucket_key(limiter, key));
-	bucket_store_disconnect();
-	PG_RETURN_BOOL(removed);
+	PG_RETURN_BOOL(store_delete(fcinfo->flinfo->fn_oid, "rl_reset",
+								bucket_key(limiter, key)));
 }
