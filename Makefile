@@ -9,7 +9,7 @@ DATA_built = sql/ratelimit--1.1.sql
 
 # pg_regress suites: every sql/*.sql except the install script.
 REGRESS = $(sort $(filter-out ratelimit--%,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --inputdir=. --load-extension=pgcrypto
+REGRESS_OPTS = --inputdir=. --load-extension=pgcrypto --load-extension=ratelimit
 
 PG_CPPFLAGS = -I$(srcdir)/include -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare

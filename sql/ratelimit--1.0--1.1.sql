@@ -4,6 +4,14 @@
 
 \echo Use "ALTER EXTENSION ratelimit UPDATE TO '1.1'" to load this file. \quit
 
+-- Which store decides, how full the memory store is, and how many buckets
+-- rl_buckets holds in this database (counting them reads the table).
+CREATE FUNCTION rl_store_status(OUT store text, OUT memory_slots bigint,
+								OUT memory_used bigint, OUT table_buckets bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_store_status'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says (1.0
 -- revoked only from PUBLIC): the functions that forge time, wipe or give back
 -- budgets, or do maintenance are for the roles they are granted to.

@@ -30,6 +30,7 @@
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -51,6 +52,7 @@ typedef enum StorePlan
 	PLAN_INSERT,
 	PLAN_DELETE,
 	PLAN_DELETE_EXPIRED,
+	PLAN_COUNT,
 	NUM_STORE_PLANS
 } StorePlan;
 
@@ -89,6 +91,10 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 		" AND tat" LT "$1 RETURNING ctid)"
 		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
 		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
+	},
+	[PLAN_COUNT] = {
+		"SELECT pg_catalog.count(*) FROM %1$s",
+		0, {InvalidOid}
 	},
 };
 
@@ -428,14 +434,20 @@ lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
  * nothing.  A decision that must store replaces exactly the version it read;
  * if another decision on the key got there first, the newest version is
  * locked, which queues this call behind the other, and decided again.
+ *
+ * With may_insert false (the memory store, which decides where a new key
+ * lives), a key without a row is not inserted: the answer is false, nothing
+ * was decided.
  */
-GcraDecision
-bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
+bool
+bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
+				  bool may_insert, GcraDecision *decision)
 {
 	BucketAccess access = {0};
 	GcraBucket	bucket;
-	GcraDecision d;
+	GcraDecision d = {0};
 	bool		stored = false;
+	bool		decided = true;
 
 	access.key = key;
 	access.heap = table_open(store_relid, RowExclusiveLock);
@@ -443,14 +455,20 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 	access.found = table_slot_create(access.heap, NULL);
 
 	read_bucket(&access, &bucket);
-	d = gcra_decide(limit, &bucket, now, cost);
-	while (d.store && !(stored = store_bucket(&access, &bucket, &d, limit)))
+	for (;;)
 	{
+		if (!bucket.present && !may_insert)
+		{
+			decided = false;
+			break;
+		}
+		d = gcra_decide(limit, &bucket, now, cost);
+		if (!d.store || (stored = store_bucket(&access, &bucket, &d, limit)))
+			break;
 		CHECK_FOR_INTERRUPTS();
 		/* a row that was deleted or inserted meanwhile is read afresh */
 		if (!bucket.present || !lock_newest_bucket(&access, &bucket))
 			read_bucket(&access, &bucket);
-		d = gcra_decide(limit, &bucket, now, cost);
 	}
 
 	/* later calls in this transaction must see what this one stored */
@@ -463,7 +481,89 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 	UnregisterSnapshot(access.snapshot);
 	index_close(access.index, NoLock);
 	table_close(access.heap, NoLock);
-	return d;
+	if (decided)
+		*decision = d;
+	return decided;
+}
+
+/*
+ * Lock rl_buckets and its index as a decision does, so that a later
+ * bucket_store_probe or bucket_store_insert never waits for a lock.
+ */
+void
+bucket_store_lock_table(void)
+{
+	LockRelationOid(store_relid, RowExclusiveLock);
+	LockRelationOid(store_indexid, RowExclusiveLock);
+}
+
+/*
+ * Whether key has a row that any transaction may still decide on: committed
+ * and not deleted, or inserted by a transaction still in progress (a dirty
+ * snapshot sees both).  *inserting is that transaction, if any, so the
+ * caller can wait for it.  Reads one index page and one heap page; waits for
+ * nothing.
+ */
+bool
+bucket_store_probe(bytea *key, TransactionId *inserting)
+{
+	SnapshotData dirty;
+	Relation	heap = table_open(store_relid, RowExclusiveLock);
+	Relation	index = index_open(store_indexid, RowExclusiveLock);
+	TupleTableSlot *slot = table_slot_create(heap, NULL);
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	bool		found;
+
+	InitDirtySnapshot(dirty);
+	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
+				PointerGetDatum(key));
+	scan = index_beginscan(heap, index, &dirty, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	*inserting = found ? dirty.xmin : InvalidTransactionId;
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return found;
+}
+
+/* Insert a new bucket; false when the key has a row already. */
+bool
+bucket_store_insert(bytea *key, int64 tat, int64 interval)
+{
+	Datum		values[3] = {
+		PointerGetDatum(key),
+		TimestampTzGetDatum(tat),
+		Int64GetDatum(interval)
+	};
+	bool		inserted = run_plan(PLAN_INSERT, values, NULL) == 1;
+
+	if (inserted)
+		CommandCounterIncrement();
+	return inserted;
+}
+
+/* The OID of rl_buckets: it tells one installation of the extension. */
+Oid
+bucket_store_relid(void)
+{
+	return store_relid;
+}
+
+/* How many buckets rl_buckets holds, passed ones included. */
+int64
+bucket_store_count(void)
+{
+	bool		isnull;
+	int64		count;
+
+	execute_plan(PLAN_COUNT, NULL, NULL);
+	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+										SPI_tuptable->tupdesc, 1, &isnull));
+	SPI_finish();
+	return count;
 }
 
 bool

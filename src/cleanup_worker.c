@@ -209,12 +209,15 @@ ratelimit_cleanup_launcher_main(Datum main_arg)
 
 			if (now >= next)
 			{
+				List	   *databases;
 				ListCell   *lc;
 
 				last_round = now;
 				pgstat_report_activity(STATE_RUNNING, "cleaning every database");
 				MemoryContextReset(round_context);
-				foreach(lc, list_databases(round_context))
+				databases = list_databases(round_context);
+				memory_store_forget_other_databases(databases);
+				foreach(lc, databases)
 				{
 					CHECK_FOR_INTERRUPTS();
 					clean_database(lfirst_oid(lc));
@@ -277,12 +280,16 @@ lock_buckets(Oid namespace)
 
 /*
  * Delete one batch of buckets that expired before cutoff, in a transaction
- * of its own with a fresh snapshot.  Answers -1 when the extension is not (or
- * no longer) installed, so a DROP EXTENSION during a run ends it quietly.
+ * of its own with a fresh snapshot; the first batch of a run also frees the
+ * memory store's expired slots of this database.  Answers -1 when the
+ * extension is not (or no longer) installed, so a DROP EXTENSION during a run
+ * ends it quietly.
  */
 static int64
 delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
 {
+	bool		first = ItemPointerGetBlockNumberNoCheck(position) == 0 &&
+		ItemPointerGetOffsetNumberNoCheck(position) == 0;
 	Oid			namespace;
 	Oid			owner;
 	int64		deleted = -1;
@@ -300,6 +307,8 @@ delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
 		deleted = bucket_store_delete_expired(cutoff,
 											  ratelimit_cleanup_batch_size,
 											  position);
+		if (first && memory_store_in_use())
+			deleted += memory_store_cleanup(cutoff);
 		bucket_store_disconnect();
 	}
 	PopActiveSnapshot();

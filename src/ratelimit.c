@@ -69,6 +69,7 @@ _PG_init(void)
 							 NULL, NULL, NULL);
 
 	client_ip_define_settings();
+	memory_store_define_settings();
 
 	/*
 	 * Defined in every backend that loads the library, so SHOW and ALTER
@@ -97,5 +98,8 @@ _PG_init(void)
 	MarkGUCPrefixReserved("ratelimit");
 
 	if (process_shared_preload_libraries_in_progress)
+	{
+		memory_store_register();
 		cleanup_worker_register();
+	}
 }

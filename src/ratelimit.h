@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "utils/timestamp.h"
 
@@ -24,7 +25,16 @@ typedef enum InTransactionAction
 	IN_TRANSACTION_ERROR
 } InTransactionAction;
 
-/* settings (ratelimit.c) */
+/* ratelimit.store */
+typedef enum RatelimitStore
+{
+	STORE_TABLE,
+	STORE_MEMORY
+} RatelimitStore;
+
+/* settings (ratelimit.c, memory_store.c) */
+extern int	ratelimit_store;
+extern int	ratelimit_memory_buckets;
 extern char *ratelimit_key_secret;
 extern int	ratelimit_in_transaction;
 extern int	ratelimit_cleanup_interval;
@@ -63,12 +73,29 @@ extern void store_check_writable(const char *function, int32 cost);
 extern void bucket_store_connect(Oid fn_oid);
 extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);
-extern GcraDecision bucket_store_take(bytea *key, const GcraLimit *limit,
-									  int64 now, int32 cost);
+extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 now,
+							  int32 cost, bool may_insert, GcraDecision *decision);
+extern void bucket_store_lock_table(void);
+extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
+extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
+extern Oid	bucket_store_relid(void);
+extern int64 bucket_store_count(void);
 extern bool bucket_store_delete(bytea *key);
 extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
 										 ItemPointer position);
 extern void bucket_store_refuse_recovery(const char *function);
+
+/* memory_store.c */
+extern void memory_store_define_settings(void);
+extern void memory_store_register(void);
+extern bool memory_store_in_use(void);
+extern GcraDecision memory_store_take(const char *function, bytea *key,
+									  const GcraLimit *limit, int64 now,
+									  int32 cost);
+extern bool memory_store_delete(bytea *key);
+extern int64 memory_store_cleanup(int64 now);
+extern void memory_store_forget_other_databases(List *databases);
+extern void memory_store_usage(int64 now, int64 *total, int64 *live);
 
 /* cleanup_worker.c */
 extern void cleanup_worker_register(void);

@@ -4,14 +4,20 @@
  *		decides, forgets or cleans, whichever store ratelimit.store chose.
  *
  * The checks that depend on the store are made here: a table decision writes
- * a row, so it is refused on a hot standby and in a read-only transaction
- * and watched inside transaction blocks (ratelimit.in_transaction).
+ * a row, so it is refused in a read-only transaction and watched inside
+ * transaction blocks (ratelimit.in_transaction); a memory decision is not
+ * transactional, and goes to the table only when memory is full.  Both are
+ * refused on a hot standby: a standby's buckets would answer differently
+ * from its primary's.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 
 #include "ratelimit.h"
 
@@ -67,9 +73,16 @@ store_take(Oid fn_oid, const char *function, bytea *key,
 	GcraDecision d;
 
 	bucket_store_refuse_recovery(function);
+	if (memory_store_in_use())
+	{
+		bucket_store_connect(fn_oid);
+		d = memory_store_take(function, key, limit, now, cost);
+		bucket_store_disconnect();
+		return d;
+	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
-	d = bucket_store_take(key, limit, now, cost);
+	(void) bucket_store_take(key, limit, now, cost, true, &d);
 	bucket_store_disconnect();
 	return d;
 }
@@ -81,12 +94,17 @@ store_delete(Oid fn_oid, const char *function, bytea *key)
 
 	bucket_store_refuse_recovery(function);
 	bucket_store_connect(fn_oid);
-	removed = bucket_store_delete(key);
+	/* a key lives in one place at a time */
+	removed = (memory_store_in_use() && memory_store_delete(key)) ||
+		bucket_store_delete(key);
 	bucket_store_disconnect();
 	return removed;
 }
 
-/* Delete every bucket whose tat is before now; answers how many. */
+/*
+ * Delete every bucket whose tat is before now, in rl_buckets and in memory;
+ * answers how many.
+ */
 int64
 store_cleanup(Oid fn_oid, const char *function, TimestampTz now)
 {
@@ -98,6 +116,48 @@ store_cleanup(Oid fn_oid, const char *function, TimestampTz now)
 	bucket_store_refuse_recovery(function);
 	bucket_store_connect(fn_oid);
 	deleted = bucket_store_delete_expired(now, 0, &start);
+	if (memory_store_in_use())
+		deleted += memory_store_cleanup(now);
 	bucket_store_disconnect();
 	return deleted;
+}
+
+/*
+ * rl_store_status(): the store in use, the memory store's slots in all and
+ * holding a live bucket (NULL with the table store), and the buckets in this
+ * database's rl_buckets.
+ */
+PG_FUNCTION_INFO_V1(rl_store_status);
+
+Datum
+rl_store_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	bool		memory = memory_store_in_use();
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	values[0] = CStringGetTextDatum(memory ? "memory" : "table");
+	if (memory)
+	{
+		int64		total;
+		int64		live;
+
+		memory_store_usage(GetCurrentTimestamp(), &total, &live);
+		values[1] = Int64GetDatum(total);
+		values[2] = Int64GetDatum(live);
+	}
+	else
+		nulls[1] = nulls[2] = true;
+
+	bucket_store_refuse_recovery("rl_store_status");
+	bucket_store_connect(fcinfo->flinfo->fn_oid);
+	values[3] = Int64GetDatum(bucket_store_count());
+	bucket_store_disconnect();
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
+													  values, nulls)));
 }
