@@ -25,9 +25,10 @@
  *	4. rl_take runs on a pooled connection within the deadline (source
  *	   database); its answer is copied into the in-memory limiter, so an
  *	   outage continues from the database's last known fill level;
- *	5. on a timeout (the query is cancelled) or an error, the in-memory
- *	   limiter decides (source fallback) and the backoff starts: the
- *	   database is tried again by one request per backoff interval.
+ *	5. on a timeout (the query is cancelled, the connection closed) or an
+ *	   error, the in-memory limiter decides (source fallback) and the
+ *	   backoff starts: the database is tried again by one request per
+ *	   backoff interval.
  *
  * Memory holds at most max_keys keys.  A new key takes the place of one
  * whose buckets are full again (forgetting it loses nothing).  Without such
@@ -70,7 +71,7 @@ typedef enum RlStatus
 	RL_NULL_ARGUMENT,			/* a NULL client, options or output pointer */
 	RL_BAD_OPTION,
 	RL_NO_MEMORY,
-	RL_SYSTEM_ERROR				/* no thread, clock or random seed */
+	RL_SYSTEM_ERROR				/* no clock or random seed */
 } RlStatus;
 
 /* Who made a decision. */
@@ -94,7 +95,9 @@ typedef struct RlDecision
 /*
  * Called at most once per warning interval per limiter while decisions of
  * that limiter fall back to memory; from any thread, never under a lock of
- * the client (it may call the client).
+ * the client (it may call the client).  When more than 1024 limiters warned
+ * within one interval, the others are not named: they share one summary
+ * line per interval, whose limiter is "" (no limiter's name).
  */
 typedef void (*RlWarningFunc) (void *arg, const char *limiter,
 							   const char *message);
@@ -148,8 +151,8 @@ extern RlStatus rl_client_take(RlClient *client, const char *limiter,
 extern void rl_client_stats(RlClient *client, RlClientStats *stats);
 
 /*
- * Close the connections and free all.  A cancel still in progress is waited
- * for (it needs the server to accept a connection, or to refuse one).
+ * Close the connections and free all, without waiting for the network: a
+ * cancel request still in progress goes on by itself.
  */
 extern void rl_client_free(RlClient *client);
 
@@ -167,6 +170,7 @@ extern const char *rl_status_message(RlStatus status);
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +187,8 @@ extern const char *rl_status_message(RlStatus status);
 #define RL_PG_MAX_TIME_US (INT64_C(9223371331200000000) - 1)
 /* limiters whose last warning time is remembered */
 #define RL_MAX_WARNED_LIMITERS 1024
+/* cancel requests in progress in a process, at most */
+#define RL_MAX_CANCELS 64
 #define RL_DETAIL_LEN 256
 
 /*
@@ -202,7 +208,10 @@ typedef struct RlEntry
 	GcraBucket	memory;			/* the database's last answer, continued */
 } RlEntry;
 
-/* The bounded key table: hash chains, a min-heap on full_at_us, an LRU list. */
+/*
+ * The bounded key table: hash chains, a min-heap on full_at_us, an LRU list.
+ * The limiters that warned are kept in one too (see rl_warning_due).
+ */
 typedef struct RlTable
 {
 	RlEntry   **slots;
@@ -219,16 +228,13 @@ typedef enum RlConnState
 {
 	RL_CONN_EMPTY,				/* no connection */
 	RL_CONN_IDLE,
-	RL_CONN_BUSY,				/* owned by one decision */
-	RL_CONN_CLOSE,				/* queued for the closer thread */
-	RL_CONN_CLOSING				/* owned by the closer thread */
+	RL_CONN_BUSY				/* owned by one decision */
 } RlConnState;
 
 typedef struct RlConnection
 {
 	RlConnState state;
 	PGconn	   *conn;
-	PGcancel   *cancel;
 	bool		in_flight;		/* a query may still run: cancel it first */
 } RlConnection;
 
@@ -246,11 +252,12 @@ typedef enum RlDbResult
 	RL_DB_ERROR
 } RlDbResult;
 
-typedef struct RlWarned
+typedef enum RlWarning
 {
-	uint64_t	id[2];
-	int64_t		at_us;
-} RlWarned;
+	RL_WARN_NONE,
+	RL_WARN_LIMITER,			/* the limiter's own warning */
+	RL_WARN_SUMMARY				/* the line for limiters not remembered */
+} RlWarning;
 
 struct RlClient
 {
@@ -261,6 +268,7 @@ struct RlClient
 	int64_t		warning_interval_us;
 	int			deadline_ms;
 	int			backoff_ms;
+	int			warning_interval_ms;
 	RlWarningFunc warning;
 	void	   *warning_arg;
 	uint64_t	seed[4];		/* two SipHash keys */
@@ -271,18 +279,15 @@ struct RlClient
 	int64_t		retry_db_at_us; /* 0: healthy; else no query before then */
 	RlReason	failure_reason;
 	char		failure[RL_DETAIL_LEN];
-	RlWarned	warned[RL_MAX_WARNED_LIMITERS];
-	int			nwarned;
+	RlTable		warned;			/* full_at_us: quiet until then */
+	int64_t		summary_due_us; /* the next summary line not before */
 	RlClientStats stats;
 
-	/* pool_lock guards the connection slots and stopping */
+	/* pool_lock guards the connection slots */
 	pthread_mutex_t pool_lock;
 	pthread_cond_t pool_changed;	/* a slot became idle or empty */
-	pthread_cond_t closer_wake;		/* a slot is queued for closing */
 	RlConnection *pool;
 	int			pool_size;
-	bool		stopping;
-	pthread_t	closer;
 };
 
 
@@ -423,7 +428,7 @@ rl_status_message(RlStatus status)
 		case RL_NO_MEMORY:
 			return "out of memory";
 		case RL_SYSTEM_ERROR:
-			return "the system gave no thread, monotonic clock or random seed, or libpq is not thread-safe";
+			return "the system gave no monotonic clock or random seed, or libpq is not thread-safe";
 	}
 	return "unknown status";
 }
@@ -762,82 +767,96 @@ rl_pool_acquire(RlClient *c, int64_t deadline)
 }
 
 /*
- * Give a slot back: idle for the next decision, or to the closer thread,
- * which cancels a query still running and closes.  A broken connection
- * takes the idle ones with it: they lead to the same server, and a stale
- * one would fail a later probe after the server is back.
+ * Cancel requests in progress in this process.  A cancel opens a new
+ * connection to the server, and PQcancel then waits, with no deadline, for
+ * the server to close it: where the request is lost (a network that holds
+ * packets, a proxy that never answers), that is forever.  libpq 15 has no
+ * cancel with a timeout, and the cancel key inside PGcancel is opaque, so
+ * the request cannot be sent on a socket of our own.  Nor may the
+ * connection be closed first: PgBouncer forgets a client's cancel key when
+ * the client goes.  So the connection goes to a detached thread of its own,
+ * which cancels and then closes it, and its pool slot is free at once: no
+ * slot, decision or rl_client_free waits for a cancel, and a lost one costs
+ * a blocked thread and a socket, not the pool.  The count is per process,
+ * as such a thread may outlive its client.
+ */
+static atomic_int rl_cancels_running;
+
+static void *
+rl_cancel_main(void *arg)
+{
+	PGconn	   *conn = arg;
+	PGcancel   *cancel = PQgetCancel(conn);
+	char		errbuf[256];
+
+	/* a failed cancel is fine: closing ends the session anyway */
+	if (cancel != NULL)
+		(void) PQcancel(cancel, errbuf, sizeof(errbuf));
+	PQfreeCancel(cancel);
+	PQfinish(conn);
+	atomic_fetch_sub(&rl_cancels_running, 1);
+	return NULL;
+}
+
+/*
+ * Close a connection, at once or, while a query may still run on it, after
+ * cancelling it on a thread of its own.  Past RL_MAX_CANCELS in progress
+ * (they are being lost), or without a thread, the query is not cancelled:
+ * the server finishes it, then finds the connection closed.  PQfinish does
+ * not wait: the connection is non-blocking.
+ */
+static void
+rl_close(RlConnection *slot)
+{
+	pthread_attr_t attr;
+	pthread_t	thread;
+	bool		started = false;
+
+	if (slot->in_flight &&
+		atomic_fetch_add(&rl_cancels_running, 1) < RL_MAX_CANCELS &&
+		pthread_attr_init(&attr) == 0)
+	{
+		/* PQcancel needs little stack, and a blocked thread keeps its own */
+		started = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+			pthread_attr_setstacksize(&attr, 256 * 1024) == 0 &&
+			pthread_create(&thread, &attr, rl_cancel_main, slot->conn) == 0;
+		pthread_attr_destroy(&attr);
+	}
+	if (!started)
+	{
+		if (slot->in_flight)
+			atomic_fetch_sub(&rl_cancels_running, 1);
+		PQfinish(slot->conn);
+	}
+	slot->conn = NULL;
+	slot->in_flight = false;
+}
+
+/*
+ * Give a slot back: idle for the next decision, or closed and empty.  A
+ * broken connection takes the idle ones with it: they lead to the same
+ * server, and a stale one would fail a later probe after the server is back
+ * (closing never waits, so it is done under the lock).
  */
 static void
 rl_pool_release(RlClient *c, RlConnection *slot, bool keep, bool broken)
 {
 	int			i;
 
+	if (!keep)
+		rl_close(slot);
 	pthread_mutex_lock(&c->pool_lock);
-	if (keep)
+	slot->state = keep ? RL_CONN_IDLE : RL_CONN_EMPTY;
+	for (i = 0; broken && i < c->pool_size; i++)
 	{
-		slot->state = RL_CONN_IDLE;
-		pthread_cond_signal(&c->pool_changed);
-	}
-	else
-	{
-		slot->state = RL_CONN_CLOSE;
-		for (i = 0; broken && i < c->pool_size; i++)
-			if (c->pool[i].state == RL_CONN_IDLE)
-				c->pool[i].state = RL_CONN_CLOSE;
-		pthread_cond_signal(&c->closer_wake);
-	}
-	pthread_mutex_unlock(&c->pool_lock);
-}
-
-/*
- * The closer thread: cancelling needs a new connection to the server, which
- * can take longer than any deadline when the network is gone, so decisions
- * hand their timed-out connections here and return at once.
- */
-static void *
-rl_closer_main(void *arg)
-{
-	RlClient   *c = arg;
-
-	pthread_mutex_lock(&c->pool_lock);
-	for (;;)
-	{
-		RlConnection *slot = NULL;
-		int			i;
-
-		for (i = 0; i < c->pool_size && slot == NULL; i++)
-			if (c->pool[i].state == RL_CONN_CLOSE)
-				slot = &c->pool[i];
-		if (slot == NULL)
+		if (c->pool[i].state == RL_CONN_IDLE)
 		{
-			if (c->stopping)
-				break;
-			pthread_cond_wait(&c->closer_wake, &c->pool_lock);
-			continue;
+			rl_close(&c->pool[i]);
+			c->pool[i].state = RL_CONN_EMPTY;
 		}
-		slot->state = RL_CONN_CLOSING;
-		pthread_mutex_unlock(&c->pool_lock);
-
-		if (slot->cancel != NULL)
-		{
-			char		errbuf[256];
-
-			/* a failed cancel is fine: closing ends the session anyway */
-			if (slot->in_flight)
-				(void) PQcancel(slot->cancel, errbuf, sizeof(errbuf));
-			PQfreeCancel(slot->cancel);
-		}
-		PQfinish(slot->conn);
-
-		pthread_mutex_lock(&c->pool_lock);
-		slot->conn = NULL;
-		slot->cancel = NULL;
-		slot->in_flight = false;
-		slot->state = RL_CONN_EMPTY;
-		pthread_cond_signal(&c->pool_changed);
 	}
+	pthread_cond_broadcast(&c->pool_changed);
 	pthread_mutex_unlock(&c->pool_lock);
-	return NULL;
 }
 
 static RlDbResult
@@ -863,8 +882,7 @@ rl_connect(RlClient *c, RlConnection *slot, int64_t deadline, char *detail,
 		}
 		state = PQconnectPoll(slot->conn);
 	}
-	if (state != PGRES_POLLING_OK || PQsetnonblocking(slot->conn, 1) != 0 ||
-		(slot->cancel = PQgetCancel(slot->conn)) == NULL)
+	if (state != PGRES_POLLING_OK || PQsetnonblocking(slot->conn, 1) != 0)
 	{
 		rl_error_detail(slot->conn, NULL, detail, len);
 		return RL_DB_ERROR;
@@ -1025,34 +1043,34 @@ rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
 
 /* ---- decisions ---- */
 
-/* Whether a fallback of limiter should warn now: once per interval each. */
-static bool
+/*
+ * Which warning a fallback of limiter gives now.  A limiter that warned is
+ * remembered, quiet until its interval has passed, in a table of
+ * RL_MAX_WARNED_LIMITERS; one whose interval has passed makes room, as a
+ * full bucket does.  When the table is full of limiters that warned within
+ * their interval, the others are not named: they share one summary line per
+ * interval, so no limiter is named twice within one, whatever their number.
+ */
+static RlWarning
 rl_warning_due(RlClient *c, const char *limiter, int64_t now)
 {
-	RlWarned   *w = NULL;
 	uint64_t	id[2];
-	int			i;
+	RlEntry    *e;
 
 	rl_identity(c, limiter, "", id);
-	for (i = 0; i < c->nwarned && w == NULL; i++)
-		if (c->warned[i].id[0] == id[0] && c->warned[i].id[1] == id[1])
-			w = &c->warned[i];
-	if (w != NULL && now - w->at_us < c->warning_interval_us)
-		return false;
-	if (w == NULL && c->nwarned < RL_MAX_WARNED_LIMITERS)
-		w = &c->warned[c->nwarned++];
-	else if (w == NULL)
+	e = rl_table_get(&c->warned, id, now, false);
+	if (e == NULL)
 	{
-		/* more limiters than remembered: forget the longest silent one */
-		w = &c->warned[0];
-		for (i = 1; i < c->nwarned; i++)
-			if (c->warned[i].at_us < w->at_us)
-				w = &c->warned[i];
+		if (now < c->summary_due_us)
+			return RL_WARN_NONE;
+		c->summary_due_us = now + c->warning_interval_us;
+		return RL_WARN_SUMMARY;
 	}
-	w->id[0] = id[0];
-	w->id[1] = id[1];
-	w->at_us = now;
-	return true;
+	if (e->full_at_us > now)
+		return RL_WARN_NONE;
+	e->full_at_us = now + c->warning_interval_us;
+	rl_heap_fix(&c->warned, e);
+	return RL_WARN_LIMITER;
 }
 
 /*
@@ -1071,7 +1089,7 @@ rl_fallback(RlClient *c, const uint64_t id[2], const GcraLimit *limit,
 {
 	RlEntry    *e = rl_table_get(&c->table, id, now, false);
 	char		message[1024];
-	bool		warn;
+	RlWarning	warn;
 
 	if (e != NULL)
 	{
@@ -1104,14 +1122,22 @@ rl_fallback(RlClient *c, const uint64_t id[2], const GcraLimit *limit,
 	else
 		c->stats.fallback_error++;
 	warn = rl_warning_due(c, limiter, now);
-	if (warn)
+	if (warn == RL_WARN_LIMITER)
 		snprintf(message, sizeof(message),
 				 "limiter \"%s\" is decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms",
 				 limiter, reason == RL_REASON_TIMEOUT ? "timeout" : "error",
 				 detail, c->backoff_ms);
+	else if (warn == RL_WARN_SUMMARY)
+		snprintf(message, sizeof(message),
+				 "more than %d limiters are decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms; only %d are named, each at most once per %d ms, and this line comes at most once per %d ms",
+				 RL_MAX_WARNED_LIMITERS,
+				 reason == RL_REASON_TIMEOUT ? "timeout" : "error", detail,
+				 c->backoff_ms, RL_MAX_WARNED_LIMITERS,
+				 c->warning_interval_ms, c->warning_interval_ms);
 	pthread_mutex_unlock(&c->lock);
-	if (warn)
-		c->warning(c->warning_arg, limiter, message);
+	if (warn != RL_WARN_NONE)
+		c->warning(c->warning_arg, warn == RL_WARN_LIMITER ? limiter : "",
+				   message);
 	return RL_OK;
 }
 
@@ -1297,18 +1323,40 @@ rl_build_query(const char *schema)
 	return query;
 }
 
+/* Arrays for a table of at most max entries; false without memory. */
+static bool
+rl_table_init(RlTable *t, int32_t max)
+{
+	uint64_t	slots = 1;
+
+	while (slots < (uint64_t) max)
+		slots <<= 1;
+	t->slots = calloc(slots, sizeof(RlEntry *));
+	t->heap = calloc(max, sizeof(RlEntry *));
+	t->mask = slots - 1;
+	t->max = max;
+	return t->slots != NULL && t->heap != NULL;
+}
+
+static void
+rl_table_free(RlTable *t)
+{
+	while (t->oldest != NULL)
+	{
+		RlEntry    *e = t->oldest;
+
+		t->oldest = e->newer;
+		free(e);
+	}
+	free(t->slots);
+	free(t->heap);
+}
+
 static void
 rl_client_release(RlClient *c)
 {
-	while (c->table.oldest != NULL)
-	{
-		RlEntry    *e = c->table.oldest;
-
-		c->table.oldest = e->newer;
-		free(e);
-	}
-	free(c->table.slots);
-	free(c->table.heap);
+	rl_table_free(&c->table);
+	rl_table_free(&c->warned);
 	free(c->pool);
 	free(c->query);
 	free(c->conninfo);
@@ -1319,7 +1367,6 @@ RlStatus
 rl_client_new(const RlClientOptions *options, RlClient **client)
 {
 	RlClient   *c;
-	uint64_t	slots = 1;
 	pthread_condattr_t attr;
 	bool		started;
 
@@ -1337,23 +1384,19 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	c = calloc(1, sizeof(RlClient));
 	if (c == NULL)
 		return RL_NO_MEMORY;
-	while (slots < (uint64_t) options->max_keys)
-		slots <<= 1;
 	c->conninfo = strdup(options->conninfo ? options->conninfo : "");
 	c->query = rl_build_query(options->schema);
-	c->table.slots = calloc(slots, sizeof(RlEntry *));
-	c->table.heap = calloc(options->max_keys, sizeof(RlEntry *));
 	c->pool = calloc(options->pool_size, sizeof(RlConnection));
-	if (c->conninfo == NULL || c->query == NULL || c->table.slots == NULL ||
-		c->table.heap == NULL || c->pool == NULL)
+	if (!rl_table_init(&c->table, options->max_keys) ||
+		!rl_table_init(&c->warned, RL_MAX_WARNED_LIMITERS) ||
+		c->conninfo == NULL || c->query == NULL || c->pool == NULL)
 	{
 		rl_client_release(c);
 		return RL_NO_MEMORY;
 	}
-	c->table.mask = slots - 1;
-	c->table.max = options->max_keys;
 	c->deadline_ms = options->deadline_ms;
 	c->backoff_ms = options->backoff_ms;
+	c->warning_interval_ms = options->warning_interval_ms;
 	c->deadline_us = (int64_t) options->deadline_ms * 1000;
 	c->backoff_us = (int64_t) options->backoff_ms * 1000;
 	c->warning_interval_us = (int64_t) options->warning_interval_ms * 1000;
@@ -1374,9 +1417,7 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	{
 		/* on Linux these fail only for want of memory */
 		started = pthread_mutex_init(&c->lock, NULL) == 0 &&
-			pthread_mutex_init(&c->pool_lock, NULL) == 0 &&
-			pthread_cond_init(&c->closer_wake, NULL) == 0 &&
-			pthread_create(&c->closer, NULL, rl_closer_main, c) == 0;
+			pthread_mutex_init(&c->pool_lock, NULL) == 0;
 	}
 	if (!started)
 	{
@@ -1406,17 +1447,10 @@ rl_client_free(RlClient *client)
 
 	if (client == NULL)
 		return;
-	pthread_mutex_lock(&client->pool_lock);
+	/* the last use: every slot is idle or empty, and closing never waits */
 	for (i = 0; i < client->pool_size; i++)
-		if (client->pool[i].state == RL_CONN_IDLE)
-			client->pool[i].state = RL_CONN_CLOSE;
-	client->stopping = true;
-	pthread_cond_signal(&client->closer_wake);
-	pthread_mutex_unlock(&client->pool_lock);
-	/* the closer thread finishes every queued close, then ends */
-	pthread_join(client->closer, NULL);
+		rl_close(&client->pool[i]);
 	pthread_cond_destroy(&client->pool_changed);
-	pthread_cond_destroy(&client->closer_wake);
 	pthread_mutex_destroy(&client->pool_lock);
 	pthread_mutex_destroy(&client->lock);
 	rl_client_release(client);

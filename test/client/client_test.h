@@ -1,6 +1,7 @@
 /*
  * client_test.h
- *		TAP output, driver steps and clocks for the C client's test programs.
+ *		TAP output, driver steps, clocks and a timed decision for the C
+ *		client's test programs.
  *
  * A program prints TAP lines; test/client/ClientTest.pm relays them to the
  * Perl harness.  step("stop") prints "@@ stop" and waits until the Perl side
@@ -18,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "ratelimit_client.h"
 
 static int	tap_run = 0;
 static int	tap_failed = 0;
@@ -157,6 +160,20 @@ warnings_for(Warnings *w, const char *limiter)
 			n = w->per_limiter[i];
 	pthread_mutex_unlock(&w->lock);
 	return n;
+}
+
+/* One decision, timed in ms; its source is -1 when the call was refused. */
+static inline RlDecision
+timed_take(RlClient *client, const char *limiter, const char *key, double rate,
+		   int32_t burst, double *latency)
+{
+	RlDecision	d;
+	double		start = now_ms();
+
+	if (rl_client_take(client, limiter, key, rate, burst, 1, &d) != RL_OK)
+		d.source = (RlSource) -1;
+	*latency = now_ms() - start;
+	return d;
 }
 
 #endif							/* CLIENT_TEST_H */

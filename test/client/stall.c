@@ -22,18 +22,6 @@
 
 static RlClient *client;
 
-static RlDecision
-take(double *latency)
-{
-	RlDecision	d;
-	double		start = now_ms();
-
-	if (rl_client_take(client, "stall", "k", 1.0 / 3600, 1000, 1, &d) != RL_OK)
-		d.source = (RlSource) -1;
-	*latency = now_ms() - start;
-	return d;
-}
-
 static void
 exec_ok(PGconn *conn, const char *sql)
 {
@@ -100,14 +88,14 @@ main(int argc, char **argv)
 	options.warning_arg = &warnings;
 	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");
 
-	d = take(&latency);
+	d = timed_take(client, "stall", "k", 1.0 / 3600, 1000, &latency);
 	ok(d.allowed && d.source == RL_SOURCE_DATABASE, "the first call is decided by the database");
 
 	/* stall: an allowed decision needs the row lock, which is held */
 	exec_ok(holder, "BEGIN");
 	exec_ok(holder, "SELECT * FROM rl_buckets FOR UPDATE");
 
-	d = take(&latency);
+	d = timed_take(client, "stall", "k", 1.0 / 3600, 1000, &latency);
 	ok(d.source == RL_SOURCE_FALLBACK && d.allowed && d.remaining == 998,
 	   "a call on the locked row is decided in memory, continuing from the database: remaining 998");
 	ok(latency >= DEADLINE_MS - 5 && latency < DEADLINE_MS + MARGIN_MS,
@@ -121,7 +109,7 @@ main(int argc, char **argv)
 	start = now_ms();
 	while (now_ms() - start < 2500)
 	{
-		d = take(&latency);
+		d = timed_take(client, "stall", "k", 1.0 / 3600, 1000, &latency);
 		calls++;
 		slow += latency >= DEADLINE_MS / 2;
 		not_fallback += d.source != RL_SOURCE_FALLBACK;
@@ -149,7 +137,7 @@ main(int argc, char **argv)
 	start = now_ms();
 	do
 	{
-		d = take(&latency);
+		d = timed_take(client, "stall", "k", 1.0 / 3600, 1000, &latency);
 		sleep_ms(10);
 	} while (d.source != RL_SOURCE_DATABASE && now_ms() - start < 5000);
 	latency = now_ms() - start;
