@@ -102,6 +102,11 @@ static Oid	store_owner = InvalidOid;
 static Oid	store_relid = InvalidOid;
 static Oid	store_indexid = InvalidOid;
 
+/*
+ * The kept plans name the table by its schema's name: any change to a schema
+ * (ALTER SCHEMA ... RENAME) prepares them again, as the plan cache would
+ * parse their old text again and fail.
+ */
 static SPIPlanPtr store_plans[NUM_STORE_PLANS];
 static Oid	store_plans_namespace = InvalidOid;
 
@@ -113,6 +118,12 @@ static void
 forget_store_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 {
 	store_relid = InvalidOid;
+}
+
+static void
+forget_plans_on_namespace_change(Datum arg, int cacheid, uint32 hashvalue)
+{
+	store_plans_namespace = InvalidOid;
 }
 
 static void
@@ -132,6 +143,7 @@ resolve_store(Oid namespace, Oid owner)
 	if (!callbacks_registered)
 	{
 		CacheRegisterSyscacheCallback(PROCOID, forget_store_on_proc_change, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_plans_on_namespace_change, (Datum) 0);
 		CacheRegisterRelcacheCallback(forget_store_on_relation_change, (Datum) 0);
 		callbacks_registered = true;
 	}
