@@ -82,10 +82,14 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	 * that a concurrent decision has just moved into the future stays.  A
 	 * NULL limit deletes them all.  Only rows after $3 are read (a TID range
 	 * scan), so the batches of a run read the table once, not once each.
+	 * The inner select locks the rows it picks and skips any locked row: a
+	 * batch never waits on a decision, so it never holds the locks of the
+	 * rows it picked before while waiting; a skipped row goes at the next run.
 	 */
 	[PLAN_DELETE_EXPIRED] = {
 		"WITH deleted AS (DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2))"
+		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2"
+		" FOR UPDATE SKIP LOCKED))"
 		" AND tat" LT "$1 RETURNING ctid)"
 		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
 		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
