@@ -137,6 +137,27 @@ forget_store_on_relation_change(Datum arg, Oid relid)
 		store_relid = InvalidOid;
 }
 
+/*
+ * Open rl_buckets by its OID.  A DROP EXTENSION that a caller queued behind
+ * while it waited for the lock drops the table first: say so plainly.
+ */
+static Relation
+open_buckets(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = OidIsValid(relid) ? try_table_open(relid, lockmode) : NULL;
+
+	if (rel == NULL)
+	{
+		store_relid = InvalidOid;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"rl_buckets\" of extension \"ratelimit\" does not exist"),
+				 errdetail("The extension was dropped or changed while the call waited."),
+				 errhint("Create the extension again if it is still needed.")));
+	}
+	return rel;
+}
+
 /* Find rl_buckets in namespace, owned by owner, and check it is ours. */
 static void
 resolve_store(Oid namespace, Oid owner)
@@ -154,8 +175,8 @@ resolve_store(Oid namespace, Oid owner)
 
 	store_namespace = namespace;
 	store_owner = owner;
-	rel = table_open(get_relname_relid("rl_buckets", store_namespace),
-					 AccessShareLock);
+	rel = open_buckets(get_relname_relid("rl_buckets", store_namespace),
+					   AccessShareLock);
 	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
@@ -454,7 +475,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost)
 	bool		stored = false;
 
 	access.key = key;
-	access.heap = table_open(store_relid, RowExclusiveLock);
+	access.heap = open_buckets(store_relid, RowExclusiveLock);
 	access.index = index_open(store_indexid, RowExclusiveLock);
 	access.found = table_slot_create(access.heap, NULL);
 
