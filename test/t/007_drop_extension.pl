@@ -20,32 +20,37 @@ $node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 sub wait_for_lock
 {
 	my ($prefix) = @_;
+	$prefix =~ s/'/''/g;
 	$node->poll_query_until('postgres', qq{
 		SELECT EXISTS (SELECT FROM pg_stat_activity
 					   WHERE query LIKE '$prefix%' AND wait_event_type = 'Lock')})
 	  or die "no session running $prefix waits for a lock";
 }
 
-for my $case (['a session that has decided before', 1], ['a new session', 0])
+for my $case (
+	[ 'a session that has decided before', 1, q{SELECT rl_take('drop', 'other', 1, 1)} ],
+	[ 'a new session', 0, q{SELECT rl_take('drop', 'other', 1, 1)} ],
+	[ 'rl_reset in a session that has reset before', 1, q{SELECT rl_reset('drop', 'other')} ])
 {
-	my ($name, $warm) = @$case;
+	my ($name, $warm, $call) = @$case;
 	$node->safe_psql('postgres', 'CREATE EXTENSION IF NOT EXISTS ratelimit');
 	my $holder = $node->background_psql('postgres');
 	my $dropper = $node->background_psql('postgres');
 	my $taker = $node->background_psql('postgres', on_error_stop => 0);
 	$taker->query_safe('\set VERBOSITY verbose');
-	$taker->query_safe(q{SELECT rl_take('drop', 'warm-up', 1, 1)}) if $warm;
+	$taker->query_safe(q{SELECT rl_take('drop', 'warm-up', 1, 1), rl_reset('drop', 'warm-up')})
+	  if $warm;
 
 	$holder->query_safe(q{BEGIN; SELECT rl_take('drop', 'held', 1, 1)});
 	$dropper->query_until(qr/dropping/, "\\echo dropping\nDROP EXTENSION ratelimit;\n");
 	wait_for_lock('DROP EXTENSION');
-	$taker->query_until(qr/taking/, "\\echo taking\nSELECT rl_take('drop', 'other', 1, 1);\n");
-	wait_for_lock('SELECT rl_take');
+	$taker->query_until(qr/taking/, "\\echo taking\n$call;\n");
+	wait_for_lock($call);
 	$holder->query_safe('COMMIT');
 
 	$taker->query('SELECT 1');
 	my $err = $taker->{stderr};
-	like($err, qr/ERROR:  42P01: /, "$name: the queued decision fails in class 42");
+	like($err, qr/ERROR:  42P01: /, "$name: the queued call fails in class 42");
 	like($err, qr/rl_buckets/, "$name: naming the table") or diag($err);
 	unlike($err, qr/could not open relation with OID/, "$name: not with an internal error");
 	$dropper->query_safe('SELECT 1');
