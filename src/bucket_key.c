@@ -1,7 +1,8 @@
 /*
  * bucket_key.c
  *		The stored key of a bucket: SHA-256 of limiter || '\0' || key, or
- *		HMAC-SHA-256 under ratelimit.key_secret.  No raw key is ever stored.
+ *		HMAC-SHA-256 under the secret (key_secret.c).  No raw key is ever
+ *		stored.
  */
 #include "postgres.h"
 
@@ -28,17 +29,18 @@ bucket_key(text *limiter, text *key)
 	static const uint8 separator = 0;
 	bytea	   *result = palloc(VARHDRSZ + BUCKET_KEY_LEN);
 	uint8	   *digest = (uint8 *) VARDATA(result);
+	size_t		secret_len;
+	const uint8 *secret = key_secret(&secret_len);
 
 	SET_VARSIZE(result, VARHDRSZ + BUCKET_KEY_LEN);
 
-	if (ratelimit_key_secret != NULL && ratelimit_key_secret[0] != '\0')
+	if (secret != NULL)
 	{
 		pg_hmac_ctx *ctx = pg_hmac_create(PG_SHA256);
 
 		if (ctx == NULL)
 			digest_failed("HMAC-SHA-256", "out of memory");
-		if (pg_hmac_init(ctx, (const uint8 *) ratelimit_key_secret,
-						 strlen(ratelimit_key_secret)) < 0 ||
+		if (pg_hmac_init(ctx, secret, secret_len) < 0 ||
 			pg_hmac_update(ctx, (const uint8 *) VARDATA_ANY(limiter),
 						   VARSIZE_ANY_EXHDR(limiter)) < 0 ||
 			pg_hmac_update(ctx, &separator, 1) < 0 ||

@@ -84,10 +84,14 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	 * that a concurrent decision has just moved into the future stays.  A
 	 * NULL limit deletes them all.  Only rows after $3 are read (a TID range
 	 * scan), so the batches of a run read the table once, not once each.
+	 * The inner select locks the rows it picks and skips any locked row: a
+	 * batch never waits on a decision, so it never holds the locks of the
+	 * rows it picked before while waiting; a skipped row goes at the next run.
 	 */
 	[PLAN_DELETE_EXPIRED] = {
 		"WITH deleted AS (DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2))"
+		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2"
+		" FOR UPDATE SKIP LOCKED))"
 		" AND tat" LT "$1 RETURNING ctid)"
 		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
 		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
@@ -108,6 +112,11 @@ static Oid	store_owner = InvalidOid;
 static Oid	store_relid = InvalidOid;
 static Oid	store_indexid = InvalidOid;
 
+/*
+ * The kept plans name the table by its schema's name: any change to a schema
+ * (ALTER SCHEMA ... RENAME) prepares them again, as the plan cache would
+ * parse their old text again and fail.
+ */
 static SPIPlanPtr store_plans[NUM_STORE_PLANS];
 static Oid	store_plans_namespace = InvalidOid;
 
@@ -122,10 +131,37 @@ forget_store_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 static void
+forget_plans_on_namespace_change(Datum arg, int cacheid, uint32 hashvalue)
+{
+	store_plans_namespace = InvalidOid;
+}
+
+static void
 forget_store_on_relation_change(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == store_relid || relid == store_indexid)
 		store_relid = InvalidOid;
+}
+
+/*
+ * Open rl_buckets by its OID.  A DROP EXTENSION that a caller queued behind
+ * while it waited for the lock drops the table first: say so plainly.
+ */
+static Relation
+open_buckets(Oid relid, LOCKMODE lockmode)
+{
+	Relation	rel = OidIsValid(relid) ? try_table_open(relid, lockmode) : NULL;
+
+	if (rel == NULL)
+	{
+		store_relid = InvalidOid;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("table \"rl_buckets\" of extension \"ratelimit\" does not exist"),
+				 errdetail("The extension was dropped or changed while the call waited."),
+				 errhint("Create the extension again if it is still needed.")));
+	}
+	return rel;
 }
 
 /* Find rl_buckets in namespace, owned by owner, and check it is ours. */
@@ -138,14 +174,15 @@ resolve_store(Oid namespace, Oid owner)
 	if (!callbacks_registered)
 	{
 		CacheRegisterSyscacheCallback(PROCOID, forget_store_on_proc_change, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_plans_on_namespace_change, (Datum) 0);
 		CacheRegisterRelcacheCallback(forget_store_on_relation_change, (Datum) 0);
 		callbacks_registered = true;
 	}
 
 	store_namespace = namespace;
 	store_owner = owner;
-	rel = table_open(get_relname_relid("rl_buckets", store_namespace),
-					 AccessShareLock);
+	rel = open_buckets(get_relname_relid("rl_buckets", store_namespace),
+					   AccessShareLock);
 	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
@@ -450,7 +487,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 	bool		decided = true;
 
 	access.key = key;
-	access.heap = table_open(store_relid, RowExclusiveLock);
+	access.heap = open_buckets(store_relid, RowExclusiveLock);
 	access.index = index_open(store_indexid, RowExclusiveLock);
 	access.found = table_slot_create(access.heap, NULL);
 

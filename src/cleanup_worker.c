@@ -33,6 +33,7 @@
 #include "nodes/pg_list.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
+#include "postmaster/bgworker_internals.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
@@ -74,15 +75,38 @@ fill_worker(BackgroundWorker *worker, const char *function, const char *type)
 	strlcpy(worker->bgw_type, type, BGW_MAXLEN);
 }
 
-/* Register the launcher; called from _PG_init while preloading. */
+static int
+registered_workers(void)
+{
+	slist_iter	iter;
+	int			count = 0;
+
+	slist_foreach(iter, &BackgroundWorkerList)
+		count++;
+	return count;
+}
+
+/*
+ * Register the launcher; called from _PG_init while preloading.  When no
+ * slot is left, PostgreSQL logs "too many background workers" without
+ * naming the worker: say which one, and what it means.
+ */
 void
 cleanup_worker_register(void)
 {
 	BackgroundWorker worker;
+	int			before = registered_workers();
 
 	fill_worker(&worker, "ratelimit_cleanup_launcher_main", LAUNCHER_TYPE);
 	worker.bgw_restart_time = LAUNCHER_RESTART_SECONDS;
 	RegisterBackgroundWorker(&worker);
+	if (registered_workers() == before)
+		ereport(LOG,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("ratelimit cleanup worker will not run: max_worker_processes (%d) leaves no slot for its launcher",
+						max_worker_processes),
+				 errdetail("Expired buckets are deleted only by rl_cleanup() until the server restarts with more slots."),
+				 errhint("Raise max_worker_processes by 2: one slot for the launcher, one for the worker it starts.")));
 }
 
 static void

@@ -15,6 +15,7 @@
 PG_MODULE_MAGIC;
 
 char	   *ratelimit_key_secret = NULL;
+char	   *ratelimit_key_secret_file = NULL;
 int			ratelimit_in_transaction = IN_TRANSACTION_WARN;
 int			ratelimit_cleanup_interval = 3600;
 int			ratelimit_cleanup_batch_size = 10000;
@@ -44,10 +45,35 @@ show_key_secret(void)
 void
 _PG_init(void)
 {
+	char	   *configured_file;
+
+	/*
+	 * The secret in a file, so that the log and statement statistics see a
+	 * path (key_secret.c).  A value set before the library was loaded is
+	 * checked now; when it is refused there is no previous one to keep.
+	 */
+	configured_file = (char *) GetConfigOption("ratelimit.key_secret_file", true, false);
+	configured_file = configured_file ? pstrdup(configured_file) : NULL;
+	DefineCustomStringVariable("ratelimit.key_secret_file",
+							   "File holding the secret for HMAC-SHA-256 bucket keys; takes precedence over ratelimit.key_secret.",
+							   "Readable by the server's operating system user only. Changing the secret starts every budget afresh.",
+							   &ratelimit_key_secret_file,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   key_secret_file_check, key_secret_file_assign, NULL);
+	if (configured_file != NULL)
+	{
+		if (strcmp(configured_file, ratelimit_key_secret_file) != 0)
+			key_secret_file_refused_at_load();
+		pfree(configured_file);
+	}
+
 	/*
 	 * One secret for the whole cluster, so every backend computes the same
 	 * keys; hidden from roles that may not see it.  Only a loaded library
-	 * can hide it, hence the README's advice to preload.
+	 * can hide it, hence the README's advice to preload.  A reload logs its
+	 * new value, hence the file above.
 	 */
 	DefineCustomStringVariable("ratelimit.key_secret",
 							   "Secret for HMAC-SHA-256 bucket keys; empty means plain SHA-256.",

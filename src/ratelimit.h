@@ -10,6 +10,7 @@
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "gcra.h"
@@ -36,12 +37,19 @@ typedef enum RatelimitStore
 extern int	ratelimit_store;
 extern int	ratelimit_memory_buckets;
 extern char *ratelimit_key_secret;
+extern char *ratelimit_key_secret_file;
 extern int	ratelimit_in_transaction;
 extern int	ratelimit_cleanup_interval;
 extern int	ratelimit_cleanup_batch_size;
 
 /* client_ip.c */
 extern void client_ip_define_settings(void);
+
+/* key_secret.c: ratelimit.key_secret_file's hooks, and the HMAC key */
+extern bool key_secret_file_check(char **newval, void **extra, GucSource source);
+extern void key_secret_file_assign(const char *newval, void *extra);
+extern void key_secret_file_refused_at_load(void);
+extern const uint8 *key_secret(size_t *len);
 
 /* bucket_key.c */
 extern bytea *bucket_key(text *limiter, text *key);

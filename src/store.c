@@ -26,32 +26,52 @@
  * the row lock lasts until its end: ratelimit.in_transaction says whether
  * that is fine, worth a warning once per session, or an error.  Like
  * PreventInTransactionBlock, this counts the implicit block of a query string
- * with several statements, where the same holds.  A peek (cost 0) neither
+ * with several statements, where the same holds.  A subtransaction (a
+ * PL/pgSQL exception block, a savepoint) is the same trap even in autocommit:
+ * the error it catches rolls the decision back.  A peek (cost 0) neither
  * writes nor locks, so it is never in the trap.
  */
 static void
 check_transaction_block(const char *function, int32 cost)
 {
 	static bool warned = false;
+	bool		in_block;
 
-	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || cost == 0 ||
-		!IsTransactionBlock())
+	if (ratelimit_in_transaction == IN_TRANSACTION_ALLOW || cost == 0)
+		return;
+	/* a savepoint inside BEGIN ... COMMIT is named as the subtransaction */
+	in_block = !IsSubTransaction();
+	if (in_block && !IsTransactionBlock())
 		return;
 	if (ratelimit_in_transaction == IN_TRANSACTION_ERROR)
+	{
+		if (in_block)
+			ereport(ERROR,
+					(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+					 errmsg("%s cannot run inside a transaction block", function),
+					 errdetail("Its decision would roll back with the transaction, and its row lock would last until commit."),
+					 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"warn\" or \"allow\".")));
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s cannot run inside a transaction block", function),
-				 errdetail("Its decision would roll back with the transaction, and its row lock would last until commit."),
-				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"warn\" or \"allow\".")));
-	if (!warned)
-	{
-		warned = true;
+				 errmsg("%s cannot run inside a subtransaction", function),
+				 errdetail("Its decision would roll back when the exception block around it catches an error or its savepoint is rolled back."),
+				 errhint("Call it outside exception blocks and savepoints, or set ratelimit.in_transaction to \"warn\" or \"allow\".")));
+	}
+	if (warned)
+		return;
+	warned = true;
+	if (in_block)
 		ereport(WARNING,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 				 errmsg("%s ran inside a transaction block", function),
 				 errdetail("Its decision rolls back with the transaction, and its row lock lasts until commit."),
 				 errhint("Call it in its own statement outside BEGIN ... COMMIT, or set ratelimit.in_transaction to \"allow\" to silence this warning.")));
-	}
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s ran inside a subtransaction", function),
+				 errdetail("Its decision rolls back when the exception block around it catches an error or its savepoint is rolled back."),
+				 errhint("Call it outside exception blocks and savepoints, or set ratelimit.in_transaction to \"allow\" to silence this warning.")));
 }
 
 /*

@@ -29,14 +29,19 @@ PG_FUNCTION_INFO_V1(rl_reset);
 #define ARG_COST 4
 #define ARG_AT 5
 
-/* Blessed descriptor of rl_decision; NULL after any change to pg_proc. */
+/*
+ * Blessed descriptor of rl_decision, made again after any change to pg_proc
+ * (a new extension has a new type).  The callback only marks it stale: a
+ * caller may hold the pointer when invalidations are processed, so the old
+ * copy is freed at the next get, before anyone can hold it again.
+ */
 static TupleDesc decision_desc = NULL;
+static bool decision_desc_stale = false;
 
 static void
 forget_decision_desc(Datum arg, int cacheid, uint32 hashvalue)
 {
-	/* allocated in CacheMemoryContext; a leak only when the type changes */
-	decision_desc = NULL;
+	decision_desc_stale = true;
 }
 
 static TupleDesc
@@ -44,6 +49,12 @@ get_decision_desc(FunctionCallInfo fcinfo)
 {
 	static bool callback_registered = false;
 
+	if (decision_desc_stale && decision_desc != NULL)
+	{
+		FreeTupleDesc(decision_desc);
+		decision_desc = NULL;
+	}
+	decision_desc_stale = false;
 	if (decision_desc == NULL)
 	{
 		TupleDesc	desc;

@@ -4,7 +4,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(21);
+SELECT plan(24);
 
 CREATE ROLE rl_test_app;
 GRANT USAGE ON SCHEMA public TO rl_test_app;
@@ -67,6 +67,7 @@ CREATE ROLE rl_test_reader;
 GRANT USAGE ON SCHEMA public TO rl_test_reader;
 ALTER DEFAULT PRIVILEGES GRANT SELECT, UPDATE ON TABLES TO rl_test_reader;
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO rl_test_reader;
 CREATE EXTENSION ratelimit;
 SELECT is((SELECT count(*)::int FROM pg_class c, aclexplode(c.relacl) a
 		   WHERE c.oid = 'rl_buckets'::regclass AND a.grantee <> c.relowner), 0,
@@ -77,6 +78,13 @@ SELECT throws_ok($$SELECT * FROM rl_buckets$$, '42501',
 				 'a role with default privileges on tables still cannot read it');
 SELECT ok((rl_take('login', 'eve', 1, 2)).allowed,
 		  'rl_take stays executable by PUBLIC despite default privileges');
+SELECT throws_ok($$SELECT rl_take_at('login', 'eve', 1, 2, 1, now())$$, '42501',
+				 'permission denied for function rl_take_at',
+				 'a role given EXECUTE by default privileges cannot forge time');
+SELECT throws_ok($$SELECT rl_reset('login', 'eve')$$, '42501',
+				 'permission denied for function rl_reset', 'nor reset budgets');
+SELECT throws_ok($$SELECT rl_cleanup()$$, '42501',
+				 'permission denied for function rl_cleanup', 'nor run the cleanup');
 SELECT ok(rl_ip_key('192.0.2.1') = '192.0.2.1',
 		  'rl_ip_key too');
 RESET ROLE;

@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(5);
+SELECT plan(9);
 
 CREATE TEMP TABLE d1 AS SELECT * FROM rl_take_at('s', 'k', 1, 1, 1, '2030-01-01');
 SELECT ok((SELECT allowed FROM d1), 'a decision in the default schema');
@@ -20,6 +20,14 @@ SELECT ok((SELECT allowed FROM d2), 'the same session decides against the new ta
 SELECT ok(NOT (limits.rl_take_at('s', 'k', 1, 1, 1, '2030-01-01')).allowed,
 		  'and counts there');
 SELECT is((SELECT count(*)::int FROM limits.rl_buckets), 1, 'one bucket in limits.rl_buckets');
+
+-- A renamed schema: the session's kept statements name the table anew
+SELECT lives_ok($$SELECT limits.rl_reset('s', 'k')$$, 'the statements are prepared');
+ALTER SCHEMA limits RENAME TO quotas;
+SELECT lives_ok($$SELECT quotas.rl_take_at('s', 'new', 1, 1, 1, '2030-01-01')$$,
+				'a new key after ALTER SCHEMA ... RENAME');
+SELECT lives_ok($$SELECT quotas.rl_reset('s', 'new')$$, 'rl_reset after the rename');
+SELECT lives_ok($$SELECT quotas.rl_cleanup()$$, 'rl_cleanup after the rename');
 
 SELECT * FROM finish();
 ROLLBACK;
