@@ -1,5 +1,6 @@
 -- rl_policies and rl_take(limiter, key, cost) by policy: the table's checks
 -- and privileges, decisions by policy, limit changes, shadow mode, errors.
+-- needs 1.1
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;

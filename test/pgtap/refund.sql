@@ -1,4 +1,5 @@
 -- rl_refund gives cells back to a live bucket at the T it was stored with.
+-- needs 1.1
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;

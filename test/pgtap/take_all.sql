@@ -1,5 +1,6 @@
 -- rl_take_all: all or nothing, the combined answer, peeks, normalisation
 -- writes on a denial, shadow policies, and every bad input.
+-- needs 1.1
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
