@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(43);
+SELECT plan(49);
 
 CREATE FUNCTION pg_temp.bucket(text, text) RETURNS rl_buckets
 LANGUAGE sql AS $$
@@ -93,6 +93,18 @@ SELECT throws_ok($$SELECT rl_take('slow', 'ada')$$, '22023',
 				 'a policy whose tolerance leaves the time range');
 SELECT results_eq($$SELECT key, tat, interval_us, xmin::text FROM rl_buckets ORDER BY key$$,
 				  $$SELECT * FROM before ORDER BY key$$, 'no bad call wrote anything');
+
+-- ratelimit.in_transaction covers them all; a peek is no trap
+SET LOCAL ratelimit.in_transaction = error;
+SELECT throws_ok(q, '25001', NULL, q)
+FROM unnest(ARRAY[$$SELECT rl_take('new_limit', 'ada')$$,
+				  $$SELECT rl_take_all(ARRAY['new_limit'], ARRAY['ada'])$$,
+				  $$SELECT rl_take_all(ARRAY['x'], ARRAY['ada'], ARRAY[1.0], ARRAY[1])$$,
+				  $$SELECT rl_refund('new_limit', 'ada')$$]) AS q;
+SELECT lives_ok($$SELECT rl_take('new_limit', 'ada', 0)$$, 'a peek by policy is no trap');
+SELECT lives_ok($$SELECT rl_take_all(ARRAY['new_limit'], ARRAY['ada'], ARRAY[0])$$,
+				'nor a call of peeks');
+SET LOCAL ratelimit.in_transaction = allow;
 
 -- any role reads the policies and decides by them; only the owner writes
 CREATE ROLE rl_test_policy_app;
