@@ -33,7 +33,7 @@ typedef struct ArrayArgument
 
 /*
  * Deconstruct the array argument argno: present, one dimension (or empty),
- * no NULL element, and as many elements as want (-1: 1 to
+ * no NULL element, no empty text, and as many elements as want (-1: 1 to
  * GCRA_MAX_REQUESTS).
  */
 static ArrayArgument
@@ -68,28 +68,19 @@ array_argument(FunctionCallInfo fcinfo, int argno, const char *name,
 				 errmsg("%s must have as many elements as limiters", name),
 				 errdetail("limiters has %d, %s has %d.", want, name, arg.n)));
 	for (i = 0; i < arg.n; i++)
+	{
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("%s must not contain NULL", name),
 					 errdetail("%s[%d] is NULL.", name, i + 1)));
-	return arg;
-}
-
-/* Limiters and keys are text: not empty either. */
-static ArrayArgument
-text_array_argument(FunctionCallInfo fcinfo, int argno, const char *name,
-					int want)
-{
-	ArrayArgument arg = array_argument(fcinfo, argno, name, TEXTOID, want);
-	int			i;
-
-	for (i = 0; i < arg.n; i++)
-		if (VARSIZE_ANY_EXHDR(DatumGetTextPP(arg.values[i])) == 0)
+		if (element_type == TEXTOID &&
+			VARSIZE_ANY_EXHDR(DatumGetTextPP(arg.values[i])) == 0)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("%s must not contain an empty string", name),
 					 errdetail("%s[%d] is empty.", name, i + 1)));
+	}
 	return arg;
 }
 
@@ -109,9 +100,9 @@ element_context(void *arg)
 static Datum
 take_all(FunctionCallInfo fcinfo, bool by_policy)
 {
-	ArrayArgument limiters = text_array_argument(fcinfo, ARG_LIMITERS, "limiters", -1);
+	ArrayArgument limiters = array_argument(fcinfo, ARG_LIMITERS, "limiters", TEXTOID, -1);
 	int			n = limiters.n;
-	ArrayArgument keys = text_array_argument(fcinfo, ARG_KEYS, "keys", n);
+	ArrayArgument keys = array_argument(fcinfo, ARG_KEYS, "keys", TEXTOID, n);
 	ArrayArgument rates = {0};
 	ArrayArgument bursts = {0};
 	ArrayArgument costs = {0};
