@@ -1,4 +1,5 @@
--- Objects for bench/run: the floors and a PL/pgSQL baseline beside rl_take.
+-- Objects for bench/run: the floors and a PL/pgSQL baseline beside rl_take,
+-- a policy, and the keys of rl_take_all.
 CREATE EXTENSION ratelimit;
 
 -- floors: the cheapest round trips that read or write one row
@@ -40,6 +41,11 @@ END $$;
 -- warm every key of the spread runs, and exhaust the denied key
 SELECT count(*) FROM (SELECT rl_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
 SELECT count(*) FROM (SELECT plpgsql_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
+-- the policy call decides the spread keys by a policy of the same limit
+INSERT INTO rl_policies VALUES ('spread', 10, 100);
+SELECT count(*) FROM (SELECT rl_take_all(ARRAY['pair_ip', 'pair_account'], ARRAY['ip' || k, 'user' || k],
+										 ARRAY[10, 10]::float8[], ARRAY[100, 100])
+					  FROM generate_series(1, 100000) AS k) s;
 SELECT rl_take('denied', 'attacker', 0.000001, 1);
 SELECT plpgsql_take('denied', 'attacker', 0.000001, 1);
 VACUUM ANALYZE;

@@ -55,6 +55,7 @@ typedef struct GcraDecision
 {
 	bool		allowed;
 	bool		store;			/* write (new_tat_us, limit T) back */
+	bool		normalised;		/* a live bucket's debt or T changed */
 	int64_t		new_tat_us;
 	int32_t		remaining;
 	bool		retry_known;	/* false when cost > burst: never allowed */
@@ -125,6 +126,20 @@ gcra_floor_div(int64_t a, int64_t b)
 	return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+/* The bucket after a decision: its tat, remaining and reset_after. */
+static inline void
+gcra_report(GcraDecision *d, const GcraLimit *limit, int64_t now_us,
+			int64_t tat_after)
+{
+	int64_t		remaining = gcra_floor_div(now_us + limit->tolerance_us - tat_after,
+										   limit->interval_us);
+
+	d->new_tat_us = tat_after;
+	d->remaining = (int32_t) (remaining < 0 ? 0 :
+							  remaining > limit->burst ? limit->burst : remaining);
+	d->reset_after_us = tat_after > now_us ? tat_after - now_us : 0;
+}
+
 /*
  * Decide a request of cost at now against bucket under limit.
  *
@@ -182,16 +197,127 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 		tat_after = d.allowed ? new_tat : tat_used;
 	}
 
+	d.normalised = normalised;
 	d.store = cost > 0 && (d.allowed || normalised);
-	d.new_tat_us = tat_after;
-	{
-		int64_t		remaining = gcra_floor_div(now_us + tau - tat_after, T);
-
-		d.remaining = (int32_t) (remaining < 0 ? 0 :
-								 remaining > limit->burst ? limit->burst : remaining);
-	}
-	d.reset_after_us = tat_after > now_us ? tat_after - now_us : 0;
+	gcra_report(&d, limit, now_us, tat_after);
 	return d;
+}
+
+/* One request of a decision over several buckets. */
+typedef struct GcraRequest
+{
+	GcraLimit	limit;
+	GcraBucket	bucket;
+	int32_t		cost;
+	bool		shadow;			/* decided and stored, but never denies */
+} GcraRequest;
+
+/* Most requests one decision over several buckets takes. */
+#define GCRA_MAX_REQUESTS 16
+
+/* The one answer of a decision over several buckets. */
+typedef struct GcraCombined
+{
+	bool		allowed;
+	int32_t		remaining;		/* the least */
+	bool		retry_known;	/* false when a denied request has cost > burst */
+	int64_t		retry_after_us; /* 0 when allowed, else the largest denied */
+	int64_t		reset_after_us; /* the largest */
+	int			binding;		/* index of the request the answer is about */
+} GcraCombined;
+
+/*
+ * Combine the decisions of 1 to GCRA_MAX_REQUESTS requests.  A shadow
+ * request's would-be denial denies nothing.  The binding request: when
+ * denied, the denied one with the largest retry_after, an unknown one first;
+ * when allowed, the one with the least remaining; ties go to the first in
+ * the array.
+ */
+static inline GcraCombined
+gcra_combine(const GcraDecision *d, const bool *shadow, int n)
+{
+	GcraCombined c = {0};
+	int			i;
+
+	c.allowed = true;
+	c.retry_known = true;
+	c.remaining = d[0].remaining;
+	c.reset_after_us = d[0].reset_after_us;
+	for (i = 0; i < n; i++)
+	{
+		if (d[i].remaining < c.remaining)
+			c.remaining = d[i].remaining;
+		if (d[i].reset_after_us > c.reset_after_us)
+			c.reset_after_us = d[i].reset_after_us;
+		if (!d[i].allowed && !shadow[i])
+		{
+			bool		binds;
+
+			if (c.allowed)
+				binds = true;
+			else if (!c.retry_known)
+				binds = false;
+			else
+				binds = !d[i].retry_known || d[i].retry_after_us > c.retry_after_us;
+			c.allowed = false;
+			if (binds)
+			{
+				c.binding = i;
+				c.retry_known = d[i].retry_known;
+				c.retry_after_us = d[i].retry_known ? d[i].retry_after_us : 0;
+			}
+		}
+	}
+	if (c.allowed)
+	{
+		/* the first with the least remaining */
+		for (i = 0; d[i].remaining != c.remaining; i++)
+			;
+		c.binding = i;
+	}
+	return c;
+}
+
+/*
+ * Decide 1 to GCRA_MAX_REQUESTS requests, each against its own bucket, all
+ * or nothing: every request is decided at one now; when an enforced request
+ * is denied, the others are reported and stored as if they had not been
+ * made (nothing is spent), but a live bucket that normalising changed is
+ * still stored, as a denial of gcra_decide stores it.  A shadow request is
+ * decided and stored as an enforced one, and its own denial denies nothing.
+ */
+static inline GcraCombined
+gcra_decide_all(const GcraRequest *requests, int n, int64_t now_us,
+				GcraDecision *decisions)
+{
+	bool		shadow[GCRA_MAX_REQUESTS];
+	bool		allowed = true;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		decisions[i] = gcra_decide(&requests[i].limit, &requests[i].bucket,
+								   now_us, requests[i].cost);
+		shadow[i] = requests[i].shadow;
+		if (!decisions[i].allowed && !shadow[i])
+			allowed = false;
+	}
+	if (!allowed)
+	{
+		for (i = 0; i < n; i++)
+		{
+			GcraDecision *d = &decisions[i];
+			const GcraRequest *r = &requests[i];
+
+			if (!d->allowed || r->cost == 0)
+				continue;
+			/* not spent: back to the bucket as normalised */
+			d->store = d->normalised;
+			gcra_report(d, &r->limit, now_us,
+						d->new_tat_us - (int64_t) r->cost * r->limit.interval_us);
+		}
+	}
+	return gcra_combine(decisions, shadow, n);
 }
 
 #endif							/* RATELIMIT_GCRA_H */

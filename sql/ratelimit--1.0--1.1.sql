@@ -4,6 +4,71 @@
 
 \echo Use "ALTER EXTENSION ratelimit UPDATE TO '1.1'" to load this file. \quit
 
+-- Named limits as data.  Logged, unlike rl_buckets: limits are
+-- configuration, kept by pg_dump and replicated.  The checks refuse what
+-- rl_take refuses (NaN compares above every number, so it fails the rate check).
+CREATE TABLE rl_policies (
+	limiter text PRIMARY KEY CONSTRAINT rl_policies_limiter_check CHECK (limiter <> ''),
+	rate double precision NOT NULL
+		CONSTRAINT rl_policies_rate_check CHECK (rate > 0 AND rate <= 1000000),
+	burst integer NOT NULL CONSTRAINT rl_policies_burst_check CHECK (burst >= 1),
+	shadow boolean NOT NULL DEFAULT false
+);
+SELECT pg_catalog.pg_extension_config_dump('rl_policies', '');
+
+-- Every backend caches the policies it used; this trigger makes each change
+-- reach every backend's cache at commit (and none when it rolls back).
+-- ENABLE ALWAYS: it fires for logical replication and session_replication_role
+-- = replica too.
+CREATE FUNCTION rl_policies_changed()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'rl_policies_changed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION rl_policies_changed() FROM PUBLIC;
+CREATE TRIGGER rl_policies_changed
+	AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON rl_policies
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policies_changed();
+ALTER TABLE rl_policies ENABLE ALWAYS TRIGGER rl_policies_changed;
+
+-- rl_take by the limiter's policy
+CREATE FUNCTION rl_take(limiter text, key text, cost integer DEFAULT 1)
+RETURNS rl_decision
+AS 'MODULE_PATHNAME', 'rl_take_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE TYPE rl_decision_all AS (
+	allowed boolean,
+	remaining integer,
+	retry_after double precision,
+	reset_after double precision,
+	limiter text				-- the binding limit
+);
+
+-- several limits in one decision, all or nothing: by policies, or explicit
+CREATE FUNCTION rl_take_all(limiters text[], keys text[], costs integer[] DEFAULT NULL)
+RETURNS rl_decision_all
+AS 'MODULE_PATHNAME', 'rl_take_all_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_take_all(limiters text[], keys text[], rates double precision[],
+							bursts integer[], costs integer[] DEFAULT NULL)
+RETURNS rl_decision_all
+AS 'MODULE_PATHNAME', 'rl_take_all'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- give cells back: how an application counts only failures
+CREATE FUNCTION rl_refund(limiter text, key text, cost integer DEFAULT 1)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rl_refund'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION rl_refund(text, text, integer) FROM PUBLIC;
+
+GRANT EXECUTE ON FUNCTION
+	rl_take(text, text, integer),
+	rl_take_all(text[], text[], integer[]),
+	rl_take_all(text[], text[], double precision[], integer[], integer[])
+TO PUBLIC;
+
 -- Which store decides, how full the memory store is, and how many buckets
 -- rl_buckets holds in this database (counting them reads the table).
 CREATE FUNCTION rl_store_status(OUT store text, OUT memory_slots bigint,
@@ -14,7 +79,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says (1.0
 -- revoked only from PUBLIC): the functions that forge time, wipe or give back
--- budgets, or do maintenance are for the roles they are granted to.
+-- budgets, or do maintenance are for the roles they are granted to; any role
+-- reads the policies, only the owner writes them.
 DO $$
 DECLARE
 	fn regprocedure;
@@ -25,9 +91,20 @@ BEGIN
 		FROM pg_proc p, aclexplode(p.proacl) AS a
 		WHERE p.oid IN ('rl_take_at(text, text, double precision, integer, integer, timestamptz)'::regprocedure,
 						'rl_reset(text, text)'::regprocedure,
-						'rl_cleanup()'::regprocedure)
+						'rl_cleanup()'::regprocedure,
+						'rl_refund(text, text, integer)'::regprocedure,
+						'rl_policies_changed()'::regprocedure)
 		  AND a.grantee NOT IN (0, p.proowner)
 	LOOP
 		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', fn, grantee);
 	END LOOP;
+	FOR grantee IN
+		SELECT DISTINCT a.grantee::regrole
+		FROM pg_class c, aclexplode(c.relacl) AS a
+		WHERE c.oid = 'rl_policies'::regclass AND a.grantee NOT IN (0, c.relowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON rl_policies FROM %s', grantee);
+	END LOOP;
 END $$;
+REVOKE ALL ON rl_policies FROM PUBLIC;
+GRANT SELECT ON rl_policies TO PUBLIC;

@@ -324,6 +324,27 @@ typedef struct BucketAccess
 } BucketAccess;
 
 static void
+open_access(BucketAccess *access, bytea *key)
+{
+	access->key = key;
+	access->heap = open_buckets(store_relid, RowExclusiveLock);
+	access->index = index_open(store_indexid, RowExclusiveLock);
+	access->found = table_slot_create(access->heap, NULL);
+}
+
+static void
+close_access(BucketAccess *access)
+{
+	ExecDropSingleTupleTableSlot(access->found);
+	if (access->replacement != NULL)
+		ExecDropSingleTupleTableSlot(access->replacement);
+	if (access->snapshot != NULL)
+		UnregisterSnapshot(access->snapshot);
+	index_close(access->index, NoLock);
+	table_close(access->heap, NoLock);
+}
+
+static void
 bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
 {
 	bool		isnull;
@@ -486,11 +507,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 	bool		stored = false;
 	bool		decided = true;
 
-	access.key = key;
-	access.heap = open_buckets(store_relid, RowExclusiveLock);
-	access.index = index_open(store_indexid, RowExclusiveLock);
-	access.found = table_slot_create(access.heap, NULL);
-
+	open_access(&access, key);
 	read_bucket(&access, &bucket);
 	for (;;)
 	{
@@ -512,12 +529,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 	if (stored)
 		CommandCounterIncrement();
 
-	ExecDropSingleTupleTableSlot(access.found);
-	if (access.replacement != NULL)
-		ExecDropSingleTupleTableSlot(access.replacement);
-	UnregisterSnapshot(access.snapshot);
-	index_close(access.index, NoLock);
-	table_close(access.heap, NoLock);
+	close_access(&access);
 	if (decided)
 		*decision = d;
 	return decided;
@@ -545,7 +557,7 @@ bool
 bucket_store_probe(bytea *key, TransactionId *inserting)
 {
 	SnapshotData dirty;
-	Relation	heap = table_open(store_relid, RowExclusiveLock);
+	Relation	heap = open_buckets(store_relid, RowExclusiveLock);
 	Relation	index = index_open(store_indexid, RowExclusiveLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	ScanKeyData skey;
@@ -601,6 +613,140 @@ bucket_store_count(void)
 										SPI_tuptable->tupdesc, 1, &isnull));
 	SPI_finish();
 	return count;
+}
+
+/*
+ * Lock the newest version of the bucket of access, inserting a passed one
+ * (the same as none) first when it has no row, so that there is a row to
+ * lock; *bucket is then that version.
+ */
+static void
+lock_bucket(BucketAccess *access, GcraBucket *bucket, const GcraLimit *limit,
+			int64 now)
+{
+	Datum		values[3] = {
+		PointerGetDatum(access->key),
+		TimestampTzGetDatum(now - 1),
+		Int64GetDatum(limit->interval_us)
+	};
+
+	while (!bucket->present || !lock_newest_bucket(access, bucket))
+	{
+		CHECK_FOR_INTERRUPTS();
+		/* a concurrent insert of the key wins; then its row is read */
+		run_plan(PLAN_INSERT, values, NULL);
+		CommandCounterIncrement();
+		read_bucket(access, bucket);
+	}
+}
+
+/* Stored keys in one order, the order in which a call locks its buckets. */
+static int
+compare_keys(const void *a, const void *b)
+{
+	const BucketAccess *x = *(BucketAccess *const *) a;
+	const BucketAccess *y = *(BucketAccess *const *) b;
+
+	return memcmp(VARDATA_ANY(x->key), VARDATA_ANY(y->key), BUCKET_KEY_LEN);
+}
+
+/*
+ * Decide n requests, each against its own bucket, all or nothing, and store
+ * what must be stored.
+ *
+ * As in bucket_store_take, the first reads take no lock, and a call that has
+ * nothing to store then writes and locks nothing.  Otherwise the buckets
+ * that may store (cost > 0) are locked in the order of their stored keys, so
+ * that two calls over the same keys in any order never deadlock, and the
+ * requests are decided again on the locked versions, which nobody else can
+ * change before this transaction ends.
+ */
+void
+bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
+					  GcraDecision *decisions)
+{
+	BucketAccess access[GCRA_MAX_REQUESTS] = {0};
+	BucketAccess *order[GCRA_MAX_REQUESTS];
+	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
+	bool		must_store = false;
+	int			i;
+
+	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
+	for (i = 0; i < n; i++)
+	{
+		open_access(&access[i], requests[i].key);
+		read_bucket(&access[i], &gcra[i].bucket);
+		gcra[i].limit = requests[i].limit;
+		gcra[i].cost = requests[i].cost;
+		gcra[i].shadow = requests[i].shadow;
+		order[i] = &access[i];
+	}
+	gcra_decide_all(gcra, n, now, decisions);
+	for (i = 0; i < n; i++)
+		must_store |= decisions[i].store;
+
+	if (must_store)
+	{
+		qsort(order, n, sizeof(BucketAccess *), compare_keys);
+		for (i = 0; i < n; i++)
+		{
+			int			r = order[i] - access;
+
+			if (gcra[r].cost > 0)
+				lock_bucket(&access[r], &gcra[r].bucket, &gcra[r].limit, now);
+		}
+		gcra_decide_all(gcra, n, now, decisions);
+		for (i = 0; i < n; i++)
+		{
+			if (decisions[i].store &&
+				swap_bucket(&access[i], &decisions[i], &gcra[i].limit) != TM_Ok)
+				elog(ERROR, "a locked rate-limit bucket was changed by another transaction");
+		}
+		/* later calls in this transaction must see what this one stored */
+		CommandCounterIncrement();
+	}
+
+	for (i = 0; i < n; i++)
+		close_access(&access[i]);
+}
+
+/*
+ * Give cost cells back to the bucket of key, at the T it was stored with:
+ * tat := max(now, tat - cost * T).  True when that changed a live bucket; a
+ * passed or absent one is left alone.  Like a decision, it replaces the
+ * version it read, or locks the newest one and computes again.
+ */
+bool
+bucket_store_refund(bytea *key, int64 now, int32 cost)
+{
+	BucketAccess access = {0};
+	GcraBucket	bucket;
+	bool		changed = false;
+
+	open_access(&access, key);
+	read_bucket(&access, &bucket);
+	while (bucket.present && bucket.tat_us >= now)
+	{
+		__int128	back = (__int128) cost * bucket.interval_us;
+		GcraDecision d = {0};
+		GcraLimit	limit = {0};
+
+		d.new_tat_us = bucket.tat_us - back < now ? now : bucket.tat_us - (int64) back;
+		if (d.new_tat_us == bucket.tat_us)
+			break;
+		limit.interval_us = bucket.interval_us;
+		if (swap_bucket(&access, &d, &limit) == TM_Ok)
+		{
+			changed = true;
+			CommandCounterIncrement();
+			break;
+		}
+		CHECK_FOR_INTERRUPTS();
+		if (!lock_newest_bucket(&access, &bucket))
+			break;				/* deleted meanwhile: nothing to give back */
+	}
+	close_access(&access);
+	return changed;
 }
 
 bool

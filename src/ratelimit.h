@@ -8,6 +8,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "access/tupdesc.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "utils/guc.h"
@@ -42,6 +43,33 @@ extern int	ratelimit_in_transaction;
 extern int	ratelimit_cleanup_interval;
 extern int	ratelimit_cleanup_batch_size;
 
+/* take.c: what every deciding function shares */
+typedef enum ResultType
+{
+	RESULT_DECISION,			/* rl_decision */
+	RESULT_DECISION_ALL,		/* rl_decision_all */
+	NUM_RESULT_TYPES
+} ResultType;
+
+extern TupleDesc get_result_desc(FunctionCallInfo fcinfo, ResultType type);
+extern void require_argument(FunctionCallInfo fcinfo, int argno, const char *name);
+extern text *required_text_argument(FunctionCallInfo fcinfo, int argno,
+									const char *name);
+extern void refuse_limit(GcraError error, double rate, int32 burst, int32 cost);
+extern double seconds(int64 us);
+extern Datum decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d,
+							bool shadow);
+
+/* policy.c: rl_policies, cached per backend */
+typedef struct Policy
+{
+	double		rate;
+	int32		burst;
+	bool		shadow;
+} Policy;
+
+extern Policy policy_lookup(Oid fn_oid, text *limiter);
+
 /* client_ip.c */
 extern void client_ip_define_settings(void);
 
@@ -73,6 +101,11 @@ typedef struct StoreRequest
  */
 extern GcraDecision store_take(Oid fn_oid, const char *function, bytea *key,
 							   const GcraLimit *limit, int64 now, int32 cost);
+extern void store_take_all(Oid fn_oid, const char *function,
+						   const StoreRequest *requests, int n, int64 now,
+						   GcraDecision *decisions);
+extern bool store_refund(Oid fn_oid, const char *function, bytea *key,
+						 int64 now, int32 cost);
 extern bool store_delete(Oid fn_oid, const char *function, bytea *key);
 extern int64 store_cleanup(Oid fn_oid, const char *function, TimestampTz now);
 extern void store_check_writable(const char *function, int32 cost);
@@ -88,6 +121,9 @@ extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
 extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
 extern Oid	bucket_store_relid(void);
 extern int64 bucket_store_count(void);
+extern void bucket_store_take_all(const StoreRequest *requests, int n,
+								  int64 now, GcraDecision *decisions);
+extern bool bucket_store_refund(bytea *key, int64 now, int32 cost);
 extern bool bucket_store_delete(bytea *key);
 extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
 										 ItemPointer position);

@@ -107,6 +107,41 @@ store_take(Oid fn_oid, const char *function, bytea *key,
 	return d;
 }
 
+/*
+ * Decide n requests all or nothing (gcra_decide_all); decisions[i] is what
+ * was decided and stored for requests[i].
+ */
+void
+store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
+			   int n, int64 now, GcraDecision *decisions)
+{
+	int32		cost = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		cost = Max(cost, requests[i].cost);
+	bucket_store_refuse_recovery(function);
+	store_check_writable(function, cost);
+	bucket_store_connect(fn_oid);
+	bucket_store_take_all(requests, n, now, decisions);
+	bucket_store_disconnect();
+}
+
+/* Give cost cells back to a live bucket; true when that changed it. */
+bool
+store_refund(Oid fn_oid, const char *function, bytea *key, int64 now,
+			 int32 cost)
+{
+	bool		changed;
+
+	bucket_store_refuse_recovery(function);
+	store_check_writable(function, cost);
+	bucket_store_connect(fn_oid);
+	changed = bucket_store_refund(key, now, cost);
+	bucket_store_disconnect();
+	return changed;
+}
+
 bool
 store_delete(Oid fn_oid, const char *function, bytea *key)
 {

@@ -1,9 +1,10 @@
 /*
  * take.c
- *		The SQL face of a decision: rl_take, rl_take_at and rl_reset.
+ *		The SQL face of a decision: rl_take, rl_take_at, rl_reset and
+ *		rl_refund, and the argument checks every deciding function shares.
  *
  * Checks every argument before anything is read or written, then hands the
- * key and limit to bucket_store.c and turns the decision into rl_decision.
+ * key and limit to store.c and turns the decision into rl_decision.
  */
 #include "postgres.h"
 
@@ -21,6 +22,7 @@
 PG_FUNCTION_INFO_V1(rl_take);
 PG_FUNCTION_INFO_V1(rl_take_at);
 PG_FUNCTION_INFO_V1(rl_reset);
+PG_FUNCTION_INFO_V1(rl_refund);
 
 #define ARG_LIMITER 0
 #define ARG_KEY 1
@@ -30,51 +32,58 @@ PG_FUNCTION_INFO_V1(rl_reset);
 #define ARG_AT 5
 
 /*
- * Blessed descriptor of rl_decision, made again after any change to pg_proc
- * (a new extension has a new type).  The callback only marks it stale: a
- * caller may hold the pointer when invalidations are processed, so the old
- * copy is freed at the next get, before anyone can hold it again.
+ * Blessed descriptors of the result types, made again after any change to
+ * pg_proc (a new extension has new types).  The callback only marks them
+ * stale: a caller may hold a pointer when invalidations are processed, so the
+ * old copies are freed at the next get, before anyone can hold them again.
  */
-static TupleDesc decision_desc = NULL;
-static bool decision_desc_stale = false;
+static TupleDesc result_descs[NUM_RESULT_TYPES];
+static bool result_descs_stale = false;
 
 static void
-forget_decision_desc(Datum arg, int cacheid, uint32 hashvalue)
+forget_result_descs(Datum arg, int cacheid, uint32 hashvalue)
 {
-	decision_desc_stale = true;
+	result_descs_stale = true;
 }
 
-static TupleDesc
-get_decision_desc(FunctionCallInfo fcinfo)
+/* The descriptor of fcinfo's result type, which is the given one. */
+TupleDesc
+get_result_desc(FunctionCallInfo fcinfo, ResultType type)
 {
 	static bool callback_registered = false;
 
-	if (decision_desc_stale && decision_desc != NULL)
+	if (result_descs_stale)
 	{
-		FreeTupleDesc(decision_desc);
-		decision_desc = NULL;
+		int			i;
+
+		for (i = 0; i < NUM_RESULT_TYPES; i++)
+			if (result_descs[i] != NULL)
+			{
+				FreeTupleDesc(result_descs[i]);
+				result_descs[i] = NULL;
+			}
+		result_descs_stale = false;
 	}
-	decision_desc_stale = false;
-	if (decision_desc == NULL)
+	if (result_descs[type] == NULL)
 	{
 		TupleDesc	desc;
 		MemoryContext old;
 
 		if (!callback_registered)
 		{
-			CacheRegisterSyscacheCallback(PROCOID, forget_decision_desc, (Datum) 0);
+			CacheRegisterSyscacheCallback(PROCOID, forget_result_descs, (Datum) 0);
 			callback_registered = true;
 		}
 		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
 		old = MemoryContextSwitchTo(CacheMemoryContext);
-		decision_desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+		result_descs[type] = BlessTupleDesc(CreateTupleDescCopy(desc));
 		MemoryContextSwitchTo(old);
 	}
-	return decision_desc;
+	return result_descs[type];
 }
 
-static void
+void
 require_argument(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	if (PG_ARGISNULL(argno))
@@ -84,7 +93,7 @@ require_argument(FunctionCallInfo fcinfo, int argno, const char *name)
 }
 
 /* limiter and key: present and non-empty */
-static text *
+text *
 required_text_argument(FunctionCallInfo fcinfo, int argno, const char *name)
 {
 	text	   *value;
@@ -98,7 +107,7 @@ required_text_argument(FunctionCallInfo fcinfo, int argno, const char *name)
 	return value;
 }
 
-static void
+void
 refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 {
 	ereport(ERROR,
@@ -110,10 +119,30 @@ refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 					   float8out_internal(rate), burst)));
 }
 
-static double
+double
 seconds(int64 us)
 {
 	return (double) us / USECS_PER_SEC;
+}
+
+/*
+ * A decision as rl_decision.  A shadow decision answers allowed, without a
+ * retry_after, whatever it decided.
+ */
+Datum
+decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d, bool shadow)
+{
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	bool		allowed = d->allowed || shadow;
+
+	values[0] = BoolGetDatum(allowed);
+	values[1] = Int32GetDatum(d->remaining);
+	values[2] = Float8GetDatum(allowed ? 0.0 : seconds(d->retry_after_us));
+	nulls[2] = !allowed && !d->retry_known;
+	values[3] = Float8GetDatum(seconds(d->reset_after_us));
+	return HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION),
+											 values, nulls));
 }
 
 /* The body of rl_take and rl_take_at, deciding at time now. */
@@ -128,8 +157,6 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 	GcraLimit	limit;
 	GcraError	error;
 	GcraDecision d;
-	Datum		values[4];
-	bool		nulls[4] = {false, false, false, false};
 
 	require_argument(fcinfo, ARG_RATE, "rate");
 	require_argument(fcinfo, ARG_BURST, "burst");
@@ -147,13 +174,7 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
 				   &limit, now, cost);
 
-	values[0] = BoolGetDatum(d.allowed);
-	values[1] = Int32GetDatum(d.remaining);
-	values[2] = Float8GetDatum(seconds(d.retry_after_us));
-	nulls[2] = !d.retry_known;
-	values[3] = Float8GetDatum(seconds(d.reset_after_us));
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_decision_desc(fcinfo),
-													  values, nulls)));
+	PG_RETURN_DATUM(decision_datum(fcinfo, &d, false));
 }
 
 /* rl_take(limiter, key, rate, burst, cost): decide now, by the server clock */
@@ -188,4 +209,24 @@ rl_reset(PG_FUNCTION_ARGS)
 
 	PG_RETURN_BOOL(store_delete(fcinfo->flinfo->fn_oid, "rl_reset",
 								bucket_key(limiter, key)));
+}
+
+/*
+ * rl_refund(limiter, key, cost): give cost cells back to a live bucket, at
+ * the T it was stored with; true when that changed it.
+ */
+Datum
+rl_refund(PG_FUNCTION_ARGS)
+{
+	text	   *limiter = required_text_argument(fcinfo, ARG_LIMITER, "limiter");
+	text	   *key = required_text_argument(fcinfo, ARG_KEY, "key");
+	int32		cost;
+
+	require_argument(fcinfo, 2, "cost");
+	cost = PG_GETARG_INT32(2);
+	if (cost < 0)
+		refuse_limit(GCRA_BAD_COST, 0, 0, cost);
+	PG_RETURN_BOOL(store_refund(fcinfo->flinfo->fn_oid, "rl_refund",
+								bucket_key(limiter, key),
+								GetCurrentTimestamp(), cost));
 }

@@ -6,7 +6,9 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use IPC::Run;
+use FindBin;
+use lib $FindBin::Bin;
+use Hammer;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('concurrency');
@@ -18,40 +20,11 @@ $node->safe_psql('postgres', q{
 	CREATE TABLE outcome (limiter text, allowed boolean);
 });
 
-# hammer(SCRIPT, PROCESSES, TRANSACTIONS): run a pgbench script in that many
-# processes of 10 connections each, all at once, and check each finished.
-sub hammer
-{
-	my ($sql, $processes, $transactions) = @_;
-	my $script = PostgreSQL::Test::Utils::tempdir() . '/hammer.sql';
-	PostgreSQL::Test::Utils::append_to_file($script, $sql);
-	my @runs;
-	for my $process (1 .. $processes)
-	{
-		my ($out, $err) = ('', '');
-		my $h = IPC::Run::start(
-			[
-				'pgbench', '-n', '-c', '10', '-j', '1', '-t', $transactions,
-				'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres'
-			],
-			'>', \$out, '2>', \$err);
-		push @runs, [ $h, \$out, \$err ];
-	}
-	for my $run (@runs)
-	{
-		my ($h, $out, $err) = @$run;
-		$h->finish;
-		is($h->result(0), 0, 'a pgbench process of 10 connections finished')
-		  or diag($$err);
-		like($$out, qr/number of failed transactions: 0/, 'with no failed transaction');
-	}
-}
-
 sub query { return $node->safe_psql('postgres', shift); }
 
 # each transaction decides on both limiters for the same key, which starts
 # absent: the first decisions race to insert it
-hammer(q{
+hammer($node, q{
 INSERT INTO outcome SELECT 'sign_in', (rl_take('sign_in', 'ada@example.com', 0.001, 7)).allowed;
 INSERT INTO outcome SELECT 'reset', (rl_take('password_reset', 'ada@example.com', 0.001, 7)).allowed;
 }, 3, 40);
@@ -72,7 +45,7 @@ $node->poll_query_until('postgres', q{
 	WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()})
   or die 'pgbench connections did not end';
 query(q{TRUNCATE outcome; SELECT pg_stat_reset()});
-hammer(q{
+hammer($node, q{
 INSERT INTO outcome SELECT 'hot', (rl_take('hot', 'one key', 0.001, 500)).allowed;
 }, 3, 40);
 is(query("SELECT count(*) FROM outcome WHERE allowed"),
@@ -85,7 +58,7 @@ $node->poll_query_until('postgres', "SELECT ($writes) >= 500", 't');
 is(query($writes), '500', 'one row write per allowed decision, none for the 700 denials');
 
 # resets racing with decisions: no error, no lost row
-hammer(q{
+hammer($node, q{
 SELECT rl_take('race', 'k', 1000, 5);
 SELECT rl_reset('race', 'k');
 SELECT rl_take('race', 'k', 1000, 5);

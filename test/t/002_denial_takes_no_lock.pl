@@ -34,6 +34,22 @@ is($ret, 0, 'a denial does not wait for the lock another session holds');
 is($out, 'f', 'and is a denial');
 is($node->safe_psql('postgres', $row), $locked, 'xmin and xmax are still the holder\'s');
 
+# rl_take_all denied on its first reads: no wait, no write, no lock, not even
+# on the bucket of the other request, which would be allowed alone
+my $take_all = q{SELECT allowed FROM rl_take_all(ARRAY['login', 'other'], ARRAY['ada', 'ada'],
+	ARRAY[1.0 / 3600, 1.0 / 3600], ARRAY[2, 2])};
+($ret, $out, $err) = $node->psql('postgres', "SET lock_timeout = '2s'; $take_all");
+is($ret, 0, 'a denied rl_take_all does not wait for the lock another session holds');
+is($out, 'f', 'and is a denial');
+is($node->safe_psql('postgres', $row), $locked, 'the locked row is as it was');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM rl_buckets'), '1',
+	'and the other request wrote nothing');
+($ret, $out, $err) = $node->psql('postgres',
+	"SET lock_timeout = '200ms'; SELECT allowed FROM rl_take_all(ARRAY['login', 'other'],"
+	  . " ARRAY['ada', 'ada'], ARRAY[1.0 / 3600, 1.0 / 3600], ARRAY[5, 2])");
+isnt($ret, 0, 'an allowed rl_take_all does wait for the row lock');
+like($err, qr/lock timeout/, 'and times out on it');
+
 # the same setup does catch a call that needs the lock: under a raised burst
 # the request is allowed, so it must update the row, and waits for the lock
 ($ret, $out, $err) = $node->psql('postgres',

@@ -11,6 +11,7 @@ $primary->init(allows_streaming => 1);
 $primary->start;
 $primary->safe_psql('postgres', q{
 	CREATE EXTENSION ratelimit;
+	INSERT INTO rl_policies VALUES ('login', 1.0 / 3600, 1);
 	SELECT rl_take('login', 'ada', 1.0 / 3600, 1);
 	SELECT rl_take('login', 'bob', 1.0 / 3600, 1);
 });
@@ -25,6 +26,10 @@ for my $call (
 	q{SELECT rl_take('login', 'ada', 1, 1)},
 	q{SELECT rl_take_at('login', 'ada', 1, 1, 1, now())},
 	q{SELECT rl_reset('login', 'ada')},
+	q{SELECT rl_take('login', 'ada')},
+	q{SELECT rl_take_all(ARRAY['login'], ARRAY['ada'])},
+	q{SELECT rl_take_all(ARRAY['login'], ARRAY['ada'], ARRAY[1.0], ARRAY[1])},
+	q{SELECT rl_refund('login', 'ada')},
 	q{SELECT rl_cleanup()})
 {
 	my ($name) = $call =~ /SELECT (\w+)/;

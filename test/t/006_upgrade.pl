@@ -90,6 +90,8 @@ my $upgraded = $node->safe_psql('upgraded', $describe);
 like($fresh, qr/^function rl_take\(text,text,double precision,integer,integer\)/m,
 	'the description lists the functions');
 like($fresh, qr/^relation rl_buckets kind r persistence u/m, 'and the tables');
+like($fresh, qr/^relation rl_policies kind r persistence p .* dumped true$/m,
+	'rl_policies is logged and kept by pg_dump');
 is($upgraded, $fresh, 'an upgraded 1.0 has the objects of a fresh install, signatures, '
 	. 'volatility, strictness, grants, types, columns and constraints alike');
 
@@ -100,9 +102,16 @@ for my $db ('fresh', 'upgraded')
 			SELECT string_agg(p.proname, ',' ORDER BY p.proname)
 			FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
 			 AND d.deptype = 'e' AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
-			WHERE p.proname IN ('rl_take_at', 'rl_reset', 'rl_cleanup')
+			WHERE p.proname IN ('rl_take_at', 'rl_reset', 'rl_cleanup', 'rl_refund')
 			  AND has_function_privilege('app_in_default_acl', p.oid, 'EXECUTE')}),
-		'', "$db: a default grant opens none of rl_take_at, rl_reset, rl_cleanup");
+		'', "$db: a default grant opens none of rl_take_at, rl_reset, rl_cleanup, rl_refund");
+	is( $node->safe_psql($db, q{
+			SELECT string_agg(m, ',' ORDER BY m) FROM unnest(ARRAY['INSERT', 'UPDATE', 'DELETE',
+				'TRUNCATE', 'REFERENCES', 'TRIGGER']) AS m
+			WHERE has_table_privilege('app_in_default_acl', 'rl_policies', m)}),
+		'', "$db: nor any write on rl_policies");
+	is($node->safe_psql($db, q{SELECT has_table_privilege('app_in_default_acl', 'rl_policies', 'SELECT')}),
+		't', "$db: which every role reads");
 }
 
 $node->stop;

@@ -209,12 +209,114 @@ test_limit_changes(void)
 	EQ("tat equal to now: stored tat is now", d.new_tat_us, now);
 }
 
+static GcraRequest
+request_of(GcraLimit limit, GcraBucket bucket, int32_t cost, bool shadow)
+{
+	GcraRequest r = {limit, bucket, cost, shadow};
+
+	return r;
+}
+
+static void
+test_decide_all(void)
+{
+	const int64_t now = 7000;
+	GcraLimit	l3 = limit_of(1.0, 3);
+	GcraLimit	l10 = limit_of(10.0, 10);
+	GcraBucket	absent = {false, 0, 0};
+	GcraRequest r[4];
+	GcraDecision d[4];
+	GcraCombined c;
+
+	/* both allowed: everything spent, remaining the least */
+	r[0] = request_of(l10, absent, 1, false);
+	r[1] = request_of(l3, bucket_of(now + SEC, SEC), 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("all allowed: allowed", c.allowed, 1);
+	EQ("all allowed: the first spends", d[0].store && d[0].new_tat_us == now + SEC / 10, 1);
+	EQ("all allowed: the second spends", d[1].store && d[1].new_tat_us == now + 2 * SEC, 1);
+	EQ("all allowed: remaining the least", c.remaining, 1);
+	EQ("all allowed: retry_after 0", c.retry_after_us, 0);
+	EQ("all allowed: reset_after the largest", c.reset_after_us, 2 * SEC);
+	EQ("all allowed: binding is the least remaining", c.binding, 1);
+
+	/* one denied: nothing spent, the allowed one reported unspent */
+	r[1] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("one denied: denied", c.allowed, 0);
+	EQ("one denied: the other spends nothing", d[0].store, 0);
+	EQ("one denied: the other reports its bucket unspent", d[0].remaining, 10);
+	EQ("one denied: and reset_after 0", d[0].reset_after_us, 0);
+	EQ("one denied: retry_after of the denied", c.retry_after_us, SEC);
+	EQ("one denied: binding is the denied", c.binding, 1);
+	EQ("one denied: remaining the least", c.remaining, 0);
+	EQ("one denied: reset_after the largest", c.reset_after_us, 3 * SEC);
+
+	/* a denial still stores a normalisation of another live bucket */
+	r[0] = request_of(l3, bucket_of(now + SEC, 2 * SEC), 1, false);
+	r[1] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("normalised and denied elsewhere: denied", c.allowed, 0);
+	EQ("normalised and denied elsewhere: the normalisation is stored", d[0].store, 1);
+	EQ("normalised and denied elsewhere: at the normalised tat, not spent",
+	   d[0].new_tat_us, now + SEC / 2);
+	EQ("normalised and denied elsewhere: remaining from it", d[0].remaining, 2);
+
+	/* retry_after the largest among the denied, NULL first, ties the first */
+	r[0] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 1, false);
+	r[1] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 2, false);
+	r[2] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 2, false);
+	c = gcra_decide_all(r, 3, now, d);
+	EQ("largest retry_after among the denied", c.retry_after_us, 2 * SEC);
+	EQ("tie: the first of the largest binds", c.binding, 1);
+	r[3] = request_of(l3, absent, 4, false);
+	c = gcra_decide_all(r, 4, now, d);
+	EQ("a denied cost above burst: retry_after unknown", c.retry_known, 0);
+	EQ("and it binds", c.binding, 3);
+	r[0] = request_of(l3, absent, 5, false);
+	c = gcra_decide_all(r, 4, now, d);
+	EQ("two above burst: the first binds", c.binding, 0);
+
+	/* allowed ties: the first with the least remaining */
+	r[0] = request_of(l3, bucket_of(now + SEC, SEC), 1, false);
+	r[1] = request_of(l3, bucket_of(now + SEC, SEC), 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("allowed tie: the first binds", c.binding, 0);
+
+	/* shadow: decided and stored as enforced, never denies */
+	r[0] = request_of(l10, absent, 1, false);
+	r[1] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 1, true);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("shadow denial: allowed", c.allowed, 1);
+	EQ("shadow denial: the enforced request spends", d[0].store, 1);
+	EQ("shadow denial: is a would-be denial", d[1].allowed, 0);
+	EQ("shadow denial: stores nothing, as enforced", d[1].store, 0);
+	EQ("shadow denial: retry_after 0", c.retry_after_us, 0);
+	EQ("shadow denial: its remaining counts", c.remaining, 0);
+	EQ("shadow denial: binding the least remaining", c.binding, 1);
+	r[0] = request_of(l3, bucket_of(now + 3 * SEC, SEC), 1, false);
+	r[1] = request_of(l10, absent, 1, true);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("enforced denial: denied", c.allowed, 0);
+	EQ("enforced denial: an allowed shadow spends nothing", d[1].store, 0);
+	EQ("enforced denial: binding the enforced", c.binding, 0);
+
+	/* peeks never store and never deny */
+	r[0] = request_of(l3, bucket_of(now + 2 * SEC, 2 * SEC), 0, false);
+	r[1] = request_of(l10, absent, 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("peek in a call: allowed", c.allowed, 1);
+	EQ("peek in a call: not stored, even normalised", d[0].store, 0);
+	EQ("peek in a call: reports the normalised bucket", d[0].remaining, 2);
+}
+
 int
 main(void)
 {
 	test_limits();
 	test_decisions();
 	test_limit_changes();
+	test_decide_all();
 	printf("1..%d\n", tests_run);
 	return tests_failed != 0;
 }

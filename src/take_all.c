@@ -1,0 +1,207 @@
+/*
+ * take_all.c
+ *		rl_take_all: several limits in one decision, all or nothing, by
+ *		policies or with explicit rates and bursts.
+ *
+ * Every argument is checked before anything is read or written; the store
+ * decides (gcra_decide_all) and the combined answer is rl_decision_all.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#include "ratelimit.h"
+
+PG_FUNCTION_INFO_V1(rl_take_all);
+PG_FUNCTION_INFO_V1(rl_take_all_policy);
+
+#define ARG_LIMITERS 0
+#define ARG_KEYS 1
+
+/* The elements of one array argument. */
+typedef struct ArrayArgument
+{
+	const char *name;
+	Datum	   *values;
+	int			n;
+} ArrayArgument;
+
+/*
+ * Deconstruct the array argument argno: present, one dimension (or empty),
+ * no NULL element, no empty text, and as many elements as want (-1: 1 to
+ * GCRA_MAX_REQUESTS).
+ */
+static ArrayArgument
+array_argument(FunctionCallInfo fcinfo, int argno, const char *name,
+			   Oid element_type, int want)
+{
+	ArrayArgument arg = {name, NULL, 0};
+	ArrayType  *array;
+	bool	   *nulls;
+	int16		typlen;
+	bool		typbyval;
+	char		typalign;
+	int			i;
+
+	require_argument(fcinfo, argno, name);
+	array = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(array) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a one-dimensional array", name)));
+	get_typlenbyvalalign(element_type, &typlen, &typbyval, &typalign);
+	deconstruct_array(array, element_type, typlen, typbyval, typalign,
+					  &arg.values, &nulls, &arg.n);
+	if (want < 0 && (arg.n < 1 || arg.n > GCRA_MAX_REQUESTS))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must have 1 to %d elements", name, GCRA_MAX_REQUESTS),
+				 errdetail("It has %d.", arg.n)));
+	if (want >= 0 && arg.n != want)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must have as many elements as limiters", name),
+				 errdetail("limiters has %d, %s has %d.", want, name, arg.n)));
+	for (i = 0; i < arg.n; i++)
+	{
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain NULL", name),
+					 errdetail("%s[%d] is NULL.", name, i + 1)));
+		if (element_type == TEXTOID &&
+			VARSIZE_ANY_EXHDR(DatumGetTextPP(arg.values[i])) == 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("%s must not contain an empty string", name),
+					 errdetail("%s[%d] is empty.", name, i + 1)));
+	}
+	return arg;
+}
+
+/* Which element a refused limit or unknown policy is about. */
+static void
+element_context(void *arg)
+{
+	int			element = *(int *) arg;
+
+	errcontext("element %d of the arrays of rl_take_all", element + 1);
+}
+
+/*
+ * The body of both forms.  policies: rates and bursts come from rl_policies;
+ * otherwise from the arguments rates (2) and bursts (3).
+ */
+static Datum
+take_all(FunctionCallInfo fcinfo, bool by_policy)
+{
+	ArrayArgument limiters = array_argument(fcinfo, ARG_LIMITERS, "limiters", TEXTOID, -1);
+	int			n = limiters.n;
+	ArrayArgument keys = array_argument(fcinfo, ARG_KEYS, "keys", TEXTOID, n);
+	ArrayArgument rates = {0};
+	ArrayArgument bursts = {0};
+	ArrayArgument costs = {0};
+	int			arg_costs = by_policy ? 2 : 4;
+	TimestampTz now = GetCurrentTimestamp();
+	StoreRequest requests[GCRA_MAX_REQUESTS];
+	GcraDecision decisions[GCRA_MAX_REQUESTS];
+	bool		shadow[GCRA_MAX_REQUESTS];
+	GcraCombined c;
+	ErrorContextCallback context;
+	int			element;
+	Datum		values[5];
+	bool		nulls[5] = {false, false, false, false, false};
+	int			i,
+				j;
+
+	if (!by_policy)
+	{
+		rates = array_argument(fcinfo, 2, "rates", FLOAT8OID, n);
+		bursts = array_argument(fcinfo, 3, "bursts", INT4OID, n);
+	}
+	if (!PG_ARGISNULL(arg_costs))
+		costs = array_argument(fcinfo, arg_costs, "costs", INT4OID, n);
+
+	context.callback = element_context;
+	context.arg = &element;
+	context.previous = error_context_stack;
+	error_context_stack = &context;
+	for (element = 0; element < n; element++)
+	{
+		StoreRequest *r = &requests[element];
+		text	   *limiter = DatumGetTextPP(limiters.values[element]);
+		double		rate;
+		int32		burst;
+		GcraError	error;
+
+		if (by_policy)
+		{
+			Policy		policy = policy_lookup(fcinfo->flinfo->fn_oid, limiter);
+
+			rate = policy.rate;
+			burst = policy.burst;
+			r->shadow = policy.shadow;
+		}
+		else
+		{
+			rate = DatumGetFloat8(rates.values[element]);
+			burst = DatumGetInt32(bursts.values[element]);
+			r->shadow = false;
+		}
+		r->cost = costs.values != NULL ? DatumGetInt32(costs.values[element]) : 1;
+		error = gcra_limit_init(&r->limit, rate, burst, now, END_TIMESTAMP - 1);
+		if (error == GCRA_OK && r->cost < 0)
+			error = GCRA_BAD_COST;
+		if (error != GCRA_OK)
+			refuse_limit(error, rate, burst, r->cost);
+		r->key = bucket_key(limiter, DatumGetTextPP(keys.values[element]));
+	}
+	error_context_stack = context.previous;
+
+	/* the same pair twice has the same stored key */
+	for (i = 0; i < n; i++)
+		for (j = 0; j < i; j++)
+			if (memcmp(VARDATA(requests[i].key), VARDATA(requests[j].key),
+					   BUCKET_KEY_LEN) == 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("limiters and keys must not name the same pair twice"),
+						 errdetail("Elements %d and %d are both (\"%s\", \"%s\").",
+								   j + 1, i + 1,
+								   TextDatumGetCString(limiters.values[i]),
+								   TextDatumGetCString(keys.values[i]))));
+
+	store_take_all(fcinfo->flinfo->fn_oid, "rl_take_all", requests, n, now,
+				   decisions);
+	for (i = 0; i < n; i++)
+		shadow[i] = requests[i].shadow;
+	c = gcra_combine(decisions, shadow, n);
+
+	values[0] = BoolGetDatum(c.allowed);
+	values[1] = Int32GetDatum(c.remaining);
+	values[2] = Float8GetDatum(seconds(c.retry_after_us));
+	nulls[2] = !c.retry_known;
+	values[3] = Float8GetDatum(seconds(c.reset_after_us));
+	values[4] = limiters.values[c.binding];
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION_ALL),
+													  values, nulls)));
+}
+
+/* rl_take_all(limiters, keys, rates, bursts, costs) */
+Datum
+rl_take_all(PG_FUNCTION_ARGS)
+{
+	return take_all(fcinfo, false);
+}
+
+/* rl_take_all(limiters, keys, costs): by the limiters' policies */
+Datum
+rl_take_all_policy(PG_FUNCTION_ARGS)
+{
+	return take_all(fcinfo, true);
+}
