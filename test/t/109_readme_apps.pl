@@ -121,6 +121,24 @@ sub check_app
 			"$name: $opt{burst} requests from 127.0.0.4: 5 allowed, the rest limited");
 	}
 
+	if ($opt{readme_check})
+	{
+		# the README's check, from a fresh budget, against this nginx
+		$node->safe_psql('postgres', 'DELETE FROM rl_buckets');
+		my $check = readme_block('sh', qr/^# from another machine/);
+		my @want = map { s/^# //r } grep { /^# / } split /\n/, $check;
+		shift @want for 1 .. 2;	# the two lines that say where to run it
+		$check =~ s{http://127\.0\.0\.1/}{http://127.0.0.1:$port/}g
+		  or die "no http://127.0.0.1/ in the README's check\n";
+		my ($out, $err) = ('', '');
+		IPC::Run::run([ 'sh', '-c', $check ], '>', \$out, '2>', \$err);
+		my @got = grep { /\S/ } split /\r?\n/, $out;
+		s/\s+$// for @got;
+		s/^(Retry-After: )\d+$/$1 . 'N'/e for @got, @want;
+		is_deeply(\@got, \@want, "$name: the README's curl check prints what it says")
+		  or diag("$out$err");
+	}
+
 	$node->stop('fast');
 	my @down = map { (post($port, '127.0.0.3'))[0] } 1 .. 2;
 	is("@down", '503 503', "$name: the database stopped: 503, and the app lives on");
@@ -145,7 +163,7 @@ my $tmp = PostgreSQL::Test::Utils::tempdir();
 PostgreSQL::Test::Utils::append_to_file("$tmp/app.js", readme_block('js', qr{^// app\.js: }));
 {
 	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
-	check_app('node', [ 'node', "$tmp/app.js" ]);
+	check_app('node', [ 'node', "$tmp/app.js" ], readme_check => 1);
 }
 
 # Python: Flask, psycopg 3 and psycopg_pool from Debian
