@@ -46,7 +46,7 @@ rl_workdir() {
 	local dir
 	dir=$(mktemp -d "/var/tmp/ratelimit-$1.XXXXXX")
 	tar -C "$RL_SRC" --exclude=.git --exclude=tmp_check --exclude=results \
-		--exclude=.demo --exclude='*.o' --exclude='*.so' -cf - . | tar -C "$dir" -xf -
+		--exclude=.demo --exclude=node_modules --exclude='*.o' --exclude='*.so' -cf - . | tar -C "$dir" -xf -
 	chown -R "$RL_PG_USER:" "$dir"
 	chmod 755 "$dir"
 	echo "$dir"

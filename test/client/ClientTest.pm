@@ -135,11 +135,13 @@ sub run_client
 	return $err;
 }
 
-# start_pgbouncer(NODE, POOL_MODE, DEFAULT_POOL_SIZE): PgBouncer on a free
-# loopback port in front of NODE's Unix socket.  Returns (port, handle, log).
+# start_pgbouncer(NODE, POOL_MODE, DEFAULT_POOL_SIZE, [users => [...]],
+# [settings => [...]]): PgBouncer on a free loopback port in front of NODE's
+# Unix socket, for this OS user's role and the users named, with more lines
+# for its [pgbouncer] section.  Returns (port, handle, log).
 sub start_pgbouncer
 {
-	my ($node, $mode, $pool) = @_;
+	my ($node, $mode, $pool, %opt) = @_;
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
 	my $user = getpwuid($<);
@@ -148,7 +150,9 @@ sub start_pgbouncer
 	  '/usr/sbin', '/usr/local/sbin';
 	die "pgbouncer is not installed\n" unless $bouncer;
 
-	PostgreSQL::Test::Utils::append_to_file("$dir/users.txt", qq{"$user" ""\n});
+	PostgreSQL::Test::Utils::append_to_file("$dir/users.txt",
+		join('', map { qq{"$_" ""\n} } $user, @{ $opt{users} // [] }));
+	my $settings = join("\n", @{ $opt{settings} // [] });
 	PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", <<"INI");
 [databases]
 postgres = host=$host port=$pgport dbname=postgres
@@ -162,6 +166,7 @@ pool_mode = $mode
 default_pool_size = $pool
 max_client_conn = 100
 logfile = $dir/pgbouncer.log
+$settings
 INI
 	my $h = IPC::Run::start([ $bouncer, "$dir/pgbouncer.ini" ],
 		'>', "$dir/stdout.log", '2>&1');
