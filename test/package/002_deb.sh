@@ -12,18 +12,18 @@ rl_require_root
 
 pkg=postgresql-$RL_PG_MAJOR-ratelimit
 installed() { dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed'; }
-installed && bail_out "$pkg is installed on this machine; remove it first (dpkg -r $pkg)"
+installed && give_up "$pkg is installed on this machine; remove it first (dpkg -r $pkg)"
 
 work=$(mktemp -d /var/tmp/ratelimit-deb.XXXXXX)
 chmod 755 "$work"
 tree=$work/ratelimit
 cleanup() {
-	dpkg-query -W "$pkg" >/dev/null 2>&1 && dpkg -P "$pkg" >/dev/null 2>&1
+	dpkg-query -W "$pkg" >/dev/null 2>&1 && dpkg_waiting -P "$pkg" >/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
-check 'a clean clone of the tree' clean_clone "$tree" || bail_out 'no clone'
+check 'a clean clone of the tree' clean_clone "$tree" || give_up 'no clone'
 chown "$RL_PG_USER:" "$work"
 
 # the build dependencies that debian/control names
@@ -38,7 +38,7 @@ check 'dpkg-buildpackage -us -uc -b builds it, as an unprivileged user' \
 
 version=$(cd "$tree" && dpkg-parsechangelog -S Version)
 deb=$work/${pkg}_${version}_$(dpkg --print-architecture).deb
-check "it is $(basename "$deb")" test -f "$deb" || bail_out 'no package'
+check "it is $(basename "$deb")" test -f "$deb" || give_up 'no package'
 check 'lintian reports no errors' \
 	runuser -u "$RL_PG_USER" -- lintian --fail-on error "$work"/ratelimit_*.changes
 
@@ -71,14 +71,14 @@ check 'it ships the C client headers in /usr/include/postgresql/ratelimit/' \
 	ships_all /usr/include/postgresql/ratelimit/{ratelimit_client.h,gcra.h}
 check 'it ships the README' ships "/usr/share/doc/$pkg/README.md.gz"
 
-check 'dpkg -i installs it' dpkg -i "$deb"
+check 'dpkg -i installs it' dpkg_waiting -i "$deb"
 
 # a throw-away cluster of the system's PostgreSQL, which finds the installed
 # extension where the package put it
-decision=$(pg_virtualenv -t -v "$RL_PG_MAJOR" psql -XAtq -v ON_ERROR_STOP=1 \
+pg_virtualenv -t -v "$RL_PG_MAJOR" psql -XAtq -v ON_ERROR_STOP=1 -o "$work/decision" \
 	-c 'CREATE EXTENSION ratelimit' \
-	-c "SELECT allowed, remaining FROM rl_take('package', 'ada', 1, 2)" 2>"$work/virtualenv.log")
-is "$decision" 't|1' 'CREATE EXTENSION ratelimit, then a decision: allowed, 1 left' ||
+	-c "SELECT allowed, remaining FROM rl_take('package', 'ada', 1, 2)" >"$work/virtualenv.log" 2>&1
+is "$(cat "$work/decision" 2>/dev/null)" 't|1' 'CREATE EXTENSION ratelimit, then a decision: allowed, 1 left' ||
 	sed 's/^/# /' "$work/virtualenv.log"
 
 header_use() {
@@ -93,7 +93,7 @@ check 'an application builds with #include <ratelimit/ratelimit_client.h> and -I
 check 'its autopkgtest (debian/tests/installcheck) passes' \
 	sh -c "cd '$tree' && AUTOPKGTEST_TMP='$work' debian/tests/installcheck"
 
-check 'dpkg -r removes it' dpkg -r "$pkg"
+check 'dpkg -r removes it' dpkg_waiting -r "$pkg"
 left() {
 	local f found=0
 	while read -r f; do
@@ -102,6 +102,6 @@ left() {
 	[ "$found" -eq 0 ]
 }
 check 'and every file it had installed is gone' left
-check 'dpkg -P purges it' dpkg -P "$pkg"
+check 'dpkg -P purges it' dpkg_waiting -P "$pkg"
 
 done_testing

@@ -17,14 +17,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-check 'a clean clone of the tree' clean_clone "$tree" || bail_out 'no clone'
+check 'a clean clone of the tree' clean_clone "$tree" || give_up 'no clone'
 chown "$RL_PG_USER:" "$work"
 version=$(meta_version "$tree")
 name=ratelimit-$version
 archive=$tree/$name.zip
 
 check 'make dist' rl_as_pg make -C "$tree" dist
-check "it writes $name.zip, the version of META.json" test -f "$archive" || bail_out 'no archive'
+check "it writes $name.zip, the version of META.json" test -f "$archive" || give_up 'no archive'
 
 listing() { unzip -Z1 "$archive" | grep -v '/$' | sort; }
 tree_listing() { rl_as_pg git -C "$tree" ls-files | sed "s|^|$name/|" | sort; }
@@ -33,7 +33,7 @@ is "$(listing)" "$(tree_listing)" 'it holds the files of the tree, and nothing e
 check 'with META.json at its top' grep -qxF "$name/META.json" <(listing)
 
 dir=$work/unpacked/$name
-check 'it unpacks alone' rl_as_pg unzip -q "$archive" -d "$work/unpacked" || bail_out 'no unpacked tree'
+check 'it unpacks alone' rl_as_pg unzip -q "$archive" -d "$work/unpacked" || give_up 'no unpacked tree'
 # rl_build_install in a shell of its own, which stops at its first error
 check 'it builds and installs from its own contents' \
 	bash -ec '. "$1"; rl_build_install "$2"' _ "$RL_SRC/test/lib.sh" "$dir"

@@ -1,6 +1,8 @@
 # Helpers for the package tests, test/package/[0-9]*: TAP output, a clean
 # clone of the working tree, and the release version.  Source it, as root.
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+# they start clusters of their own: no server of the caller's
+unset PGHOST PGPORT PGUSER PGDATABASE
 
 tap_count=0
 tap_failed=0
@@ -34,10 +36,25 @@ done_testing() {
 	[ "$tap_failed" -eq 0 ]
 }
 
-# bail_out REASON: stop the file; the harness counts it as failed.
-bail_out() {
-	echo "Bail out! $*"
+# give_up REASON: end the file here, when the tests that follow cannot run;
+# the harness counts the non-zero exit as a failure.
+give_up() {
+	echo "# giving up: $*"
+	done_testing
 	exit 1
+}
+
+# dpkg_waiting ARG...: dpkg, waiting up to 10 minutes for a lock that another
+# apt-get or dpkg holds
+dpkg_waiting() {
+	local out try
+	for try in $(seq 120); do
+		out=$(dpkg "$@" 2>&1) && { echo "$out"; return 0; }
+		grep -q 'lock' <<<"$out" || break
+		sleep 5
+	done
+	echo "$out"
+	return 1
 }
 
 # clean_clone DEST: a git repository holding the working tree as it would be
