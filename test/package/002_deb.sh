@@ -14,8 +14,7 @@ pkg=postgresql-$RL_PG_MAJOR-ratelimit
 installed() { dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed'; }
 installed && give_up "$pkg is installed on this machine; remove it first (dpkg -r $pkg)"
 
-work=$(mktemp -d /var/tmp/ratelimit-deb.XXXXXX)
-chmod 755 "$work"
+work_dir deb
 tree=$work/ratelimit
 cleanup() {
 	dpkg-query -W "$pkg" >/dev/null 2>&1 && dpkg_waiting -P "$pkg" >/dev/null

@@ -8,8 +8,7 @@ set -uo pipefail
 . "$(dirname "$0")/common.sh"
 rl_require_root
 
-work=$(mktemp -d /var/tmp/ratelimit-dist.XXXXXX)
-chmod 755 "$work"
+work_dir dist
 tree=$work/ratelimit
 cleanup() {
 	rl_cluster_stop "$work/data"

@@ -6,7 +6,14 @@ unset PGHOST PGPORT PGUSER PGDATABASE
 
 tap_count=0
 tap_failed=0
-tap_log=$(mktemp /var/tmp/ratelimit-package-log.XXXXXX)
+
+# work_dir NAME: sets $work to a fresh folder under /var/tmp for one test
+# file, which also holds the output of each check while it runs.
+work_dir() {
+	work=$(mktemp -d "/var/tmp/ratelimit-$1.XXXXXX")
+	chmod 755 "$work"
+	tap_log=$work/check.log
+}
 
 # check DESC CMD...: one test, passed when CMD succeeds; its output is shown
 # as diagnostics when it fails.
@@ -31,7 +38,6 @@ is() {
 
 # done_testing: the plan line, and the exit status.
 done_testing() {
-	rm -f "$tap_log"
 	echo "1..$tap_count"
 	[ "$tap_failed" -eq 0 ]
 }
