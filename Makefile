@@ -6,6 +6,8 @@ OBJS = $(patsubst %.c,%.o,$(sort $(wildcard src/*.c)))
 # followed by the upgrade to 1.1: one text, two ways to reach it.
 DATA = sql/ratelimit--1.0.sql sql/ratelimit--1.0--1.1.sql
 DATA_built = sql/ratelimit--1.1.sql
+# The proxy extension of a sharded deployment (proxy/): SQL over PL/Proxy.
+DATA += $(wildcard proxy/*.control proxy/*.sql)
 
 # pg_regress suites: every sql/*.sql except the install script.
 REGRESS = $(sort $(filter-out ratelimit--%,$(basename $(notdir $(wildcard sql/*.sql)))))
