@@ -32,7 +32,7 @@ for my $i (0, 1)
 my $single = PostgreSQL::Test::Cluster->new('single');
 $single->init;
 $single->start;
-$single->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+$single->safe_psql('postgres', 'CREATE EXTENSION ratelimit; CREATE ROLE app LOGIN');
 
 my $proxy = PostgreSQL::Test::Cluster->new('proxy');
 $proxy->init;
@@ -249,7 +249,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 15
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 16
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -265,8 +265,9 @@ SKIP:
 	my ($i0) = keys_on(1, 'ip', 0);
 	my ($i1) = keys_on(1, 'ip', 1);
 
-	my $policy = "SELECT rl_take('login', '$l0'), rl_take('login', '$l0', 2), rl_refund('login', '$l0'),"
-	  . " rl_take('login', '$l1', 0), rl_refund('login', 'never')";
+	my $policy = "SELECT (rl_take('login', '$l0')).remaining, (rl_take('login', '$l0', 2)).remaining,"
+	  . " rl_refund('login', '$l0'), rl_take('login', '$l1', 0), rl_refund('login', 'never'),"
+	  . " (rl_take('login', '$l0', 2)).allowed";
 	is($proxy->safe_psql('postgres', "SET ROLE app; $policy"),
 		$single->safe_psql('postgres', $policy),
 		'policy rl_take and rl_refund answer as one server');
@@ -290,10 +291,10 @@ SKIP:
 	is(proxy($remaining), $before - 1, 'and shard 0 spent its cell');
 
 	# explicit limits: the same decisions as one server for the same history
-	ok(scalar(grep { shard_of($_, 'k') == 0 } qw(a b c)) % 3 != 0, 'the explicit pairs are on both shards');
+	is(join('', map { shard_of($_, 'k') } qw(a b c)), '101', 'a and c are on shard 1, b on shard 0');
 	my $explicit = join(';', map { "SELECT allowed, remaining, retry_after IS NULL, limiter
-		FROM rl_take_all('{a,b,c}', '{k,k,k}', '{1,1,1}', '{2,3,4}', '$_')" }
-		  ('{2,1,1}', '{1,1,5}', '{0,3,1}', '{1,1,1}', '{0,0,0}'));
+		FROM rl_take_all('{a,b,c}', '{k,k,k}', '{0.001,0.001,0.001}', '{2,3,4}', '$_')" }
+		  ('{1,1,1}', '{1,1,5}', '{0,2,0}', '{1,0,1}', '{0,0,0}'));
 	is(proxy($explicit), $single->safe_psql('postgres', $explicit),
 		'explicit rl_take_all across shards: the same decisions as one server');
 
@@ -313,11 +314,12 @@ SKIP:
 		'the refused calls wrote nothing on either shard');
 
 	# a value refused by the second shard: the first one's take is given back
-	my $a_left = "SELECT (rl_take('a', 'k', 1, 2, 0)).remaining";
-	my $a_before = proxy($a_left);
-	like(psql_error($proxy, "SELECT rl_take_all('{a,b,c}', '{k,k,k}', '{1,1,1}', '{2,3,4}', '{1,1,-1}')"),
+	is(join('', map { shard_of($_, 'k') } qw(e f)), '10', 'e is on shard 1, f on shard 0');
+	my $e_left = "SELECT (rl_take('e', 'k', 0.001, 2, 0)).remaining";
+	like(psql_error($proxy,
+		"SELECT rl_take_all('{e,f}', '{k,k}', '{0.001,0.001}', '{2,2}', '{1,-1}')"),
 		qr/cost/, 'a cost refused by the shard that decides it');
-	is(proxy($a_left), $a_before, 'the other shard\'s take was given back');
+	is(proxy($e_left), '2', 'the other shard\'s take was given back');
 }
 
 SKIP:
