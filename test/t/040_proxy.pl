@@ -210,6 +210,13 @@ my $session = $proxy->background_psql('postgres', on_error_stop => 0);
 ask($session, 'SET client_min_messages = warning');
 is((ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).allowed"))[0], 't',
 	'a session decides on shard 1');
+# a changed partition reaches the open session at its next call
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1], 'bare')));
+like((ask($session, "SELECT rl_take('sign_in', '$on1', 0.001, 5)"))[1], qr/\[bare\] REMOTE ERROR/,
+	'an open session follows ALTER SERVER at its next call');
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1])));
+is((ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining"))[0], '3',
+	'and back to the shard, with the budget it had');
 $shards[1]->stop;
 my $started = time;
 like((ask($session, "SELECT rl_take('sign_in', '$on1', 0.001, 5)"))[1],
@@ -222,7 +229,7 @@ cmp_ok(time - $started, '<', 60, 'at once (refused connections)');
 is(join('|', ask($session, "SELECT (rl_take('sign_in', '$on0', 0.001, 5)).allowed")), 't|',
 	'the key on shard 0 is unaffected');
 $shards[1]->start;
-is(join('|', ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '3|',
+is(join('|', ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '2|',
 	'shard 1 back: the same session decides on it again, with the budget it had');
 
 # A silent shard (its postmaster stopped, so connections hang): the key fails
@@ -241,7 +248,7 @@ cmp_ok($waited, '>=', 1.5, 'after waiting for it');
 cmp_ok($waited, '<', 60, 'not for ever');
 is(join('|', ask($silent, "SELECT (rl_take('sign_in', '$on0', 0.001, 5)).allowed")), 't|',
 	'the key on the other shard is unaffected');
-is(join('|', ask($silent, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '2|',
+is(join('|', ask($silent, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '1|',
 	'the shard answering again: its key works in the same session');
 $silent->quit;
 $session->quit;
