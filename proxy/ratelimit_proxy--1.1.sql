@@ -366,3 +366,22 @@ REVOKE EXECUTE ON FUNCTION
 	rl_proxy_take_part(integer, integer[], text[], text[], double precision[], integer[], integer[]),
 	rl_proxy_refund_all(integer[], integer[], text[], text[], integer[])
 FROM PUBLIC;
+
+-- Grants that ALTER DEFAULT PRIVILEGES added to the functions above go: the
+-- ones revoked from PUBLIC are for the roles they are granted to later.
+DO $$
+DECLARE
+	fn regprocedure;
+	grantee regrole;
+BEGIN
+	FOR fn, grantee IN
+		SELECT DISTINCT p.oid::regprocedure, a.grantee::regrole
+		FROM pg_catalog.pg_depend d
+		JOIN pg_catalog.pg_proc p ON p.oid = d.objid, pg_catalog.aclexplode(p.proacl) AS a
+		WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.deptype = 'e'
+		  AND d.refobjid = (SELECT oid FROM pg_catalog.pg_extension WHERE extname = 'ratelimit_proxy')
+		  AND a.grantee NOT IN (0, p.proowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', fn, grantee);
+	END LOOP;
+END $$;

@@ -39,8 +39,10 @@ $proxy->init;
 $proxy->append_conf('postgresql.conf', "max_connections = 60");
 $proxy->start;
 $proxy->safe_psql('postgres', q{
-	CREATE EXTENSION ratelimit_proxy CASCADE;
 	CREATE ROLE app LOGIN;
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app;
+	CREATE EXTENSION ratelimit_proxy CASCADE;
+	ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM app;
 	CREATE TABLE outcome (limiter text, allowed boolean);
 	GRANT INSERT ON outcome TO app;
 });
@@ -193,6 +195,13 @@ for my $bad (
 }
 like(psql_error($proxy, q{CREATE ROLE stranger; SET ROLE stranger; SELECT rl_reset('a', 'b')}),
 	qr/permission denied for function rl_reset/, 'rl_reset stays revoked from PUBLIC on the proxy');
+is($proxy->safe_psql('postgres', q{
+	SELECT string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['rl_refund(text, text, integer)',
+		'rl_proxy_refund_on(integer, text[], text[], integer[])',
+		'rl_proxy_take_all_on(integer, text[], text[], integer[])',
+		'rl_proxy_refund_all(integer[], integer[], text[], text[], integer[])']) AS p
+	WHERE has_function_privilege('app', p, 'EXECUTE')}), '',
+	'default privileges granted at CREATE EXTENSION do not give a role the refunds');
 
 # ask(SESSION, SQL): the output and the errors of SQL in a psql session
 sub ask
