@@ -1,0 +1,353 @@
+# One proxy database with ratelimit_proxy in front of two shard servers:
+# decisions stay exact through the proxy, each key lives on the shard the
+# documented hash names, keys spread evenly, the proxy answers as one server
+# does, a shard that is down or silent fails only its own keys and works again
+# when it is back, and bad cluster configurations fail clearly.  The 1.1
+# shard functions (policies, rl_take_all, rl_refund, rl_headers) are tested
+# through the proxy when the shards have them.
+use strict;
+use warnings;
+use Digest::SHA qw(sha256);
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my @shards;
+for my $i (0, 1)
+{
+	my $node = PostgreSQL::Test::Cluster->new("shard$i");
+	$node->init;
+	$node->append_conf('postgresql.conf', "max_connections = 60");
+	$node->start;
+	$node->safe_psql('postgres', q{
+		CREATE EXTENSION ratelimit;
+		CREATE ROLE app LOGIN;
+		CREATE DATABASE bare;
+	});
+	push @shards, $node;
+}
+# the same calls on a server of its own, to compare answers with
+my $single = PostgreSQL::Test::Cluster->new('single');
+$single->init;
+$single->start;
+$single->safe_psql('postgres', 'CREATE EXTENSION ratelimit; CREATE ROLE app LOGIN');
+
+my $proxy = PostgreSQL::Test::Cluster->new('proxy');
+$proxy->init;
+$proxy->append_conf('postgresql.conf', "max_connections = 60");
+$proxy->start;
+$proxy->safe_psql('postgres', q{
+	CREATE ROLE app LOGIN;
+	ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO app;
+	CREATE EXTENSION ratelimit_proxy CASCADE;
+	ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM app;
+	CREATE TABLE outcome (limiter text, allowed boolean);
+	GRANT INSERT ON outcome TO app;
+});
+
+sub connstr
+{
+	my ($node, $db) = @_;
+	return sprintf("host=%s port=%d dbname=%s", $node->host, $node->port, $db // 'postgres');
+}
+
+# psql_error(NODE, SQL): the error the statement raised ('' when none)
+sub psql_error
+{
+	my ($node, $sql, @opts) = @_;
+	my ($ret, $out, $err) = $node->psql('postgres', $sql, @opts);
+	return $ret == 0 ? '' : $err;
+}
+
+sub proxy { return $proxy->safe_psql('postgres', shift); }
+
+# Bad configuration: no cluster, then one PL/Proxy refuses.
+like(psql_error($proxy, q{SELECT rl_take('a', 'b', 1, 5)}),
+	qr/cluster not found: ratelimit/, 'without the server "ratelimit": an error naming it');
+proxy(sprintf(q{
+	CREATE SERVER ratelimit FOREIGN DATA WRAPPER plproxy OPTIONS (p0 '%s', p1 '%s');
+	CREATE USER MAPPING FOR PUBLIC SERVER ratelimit;
+	GRANT USAGE ON FOREIGN SERVER ratelimit TO app;
+}, connstr($shards[0]), connstr($shards[1])));
+like(psql_error($proxy, sprintf(q{ALTER SERVER ratelimit OPTIONS (ADD p2 '%s')}, connstr($shards[1]))),
+	qr/invalid number of partitions.*\n.*must be power of 2 \(attempted 3\)/,
+	'three partitions without modular_mapping: PL/Proxy refuses them');
+
+# keys(N, LIMITER, SHARD): N keys of LIMITER that the documented hash puts on
+# SHARD of two: the first four bytes of SHA-256(limiter || 0x00 || key),
+# big-endian, top bit cleared, modulo the partition count.
+sub shard_of
+{
+	my ($limiter, $key) = @_;
+	return (unpack('N', sha256("$limiter\0$key")) & 0x7fffffff) % 2;
+}
+
+sub keys_on
+{
+	my ($n, $limiter, $shard) = @_;
+	my @found;
+	for (my $i = 0; @found < $n; $i++)
+	{
+		push @found, "key$i" if shard_of($limiter, "key$i") == $shard;
+	}
+	return @found;
+}
+my ($on0) = keys_on(1, 'sign_in', 0);
+my ($on1) = keys_on(1, 'sign_in', 1);
+
+# A shard without the extension: the shard's error, naming the function.
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1], 'bare')));
+like(psql_error($proxy, "SELECT rl_take('sign_in', '$on1', 1, 5)"),
+	qr/REMOTE ERROR: function public\.rl_take\(text, text, double precision, integer, integer\) does not exist/,
+	'a shard without ratelimit: the remote error names the missing function');
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1])));
+
+is(proxy(q{SELECT string_agg(rl_shard_hash(l, k)::text, ',') FROM (VALUES
+	('sign_in', 'ada@example.com'), ('', ''), ('sign_in', NULL), ('ü', 'ö')) v(l, k)}),
+	join(',', map { unpack('N', sha256($_)) & 0x7fffffff }
+		("sign_in\0ada\@example.com", "\0", "sign_in\0", "\xc3\xbc\0\xc3\xb6")),
+	'rl_shard_hash is the documented hash (UTF-8, NULL as empty)');
+
+# Exact: 30 connections on one key allow exactly the burst.
+sub hammer
+{
+	my ($sql, $processes, $transactions) = @_;
+	my $script = PostgreSQL::Test::Utils::tempdir() . '/hammer.sql';
+	PostgreSQL::Test::Utils::append_to_file($script, $sql);
+	my @runs;
+	for my $process (1 .. $processes)
+	{
+		my ($out, $err) = ('', '');
+		my $h = IPC::Run::start(
+			[
+				'pgbench', '-n', '-c', '10', '-j', '1', '-t', $transactions, '-f', $script,
+				'-h', $proxy->host, '-p', $proxy->port, '-U', 'app', 'postgres'
+			],
+			'>', \$out, '2>', \$err);
+		push @runs, [ $h, \$out, \$err ];
+	}
+	for my $run (@runs)
+	{
+		my ($h, $out, $err) = @$run;
+		$h->finish;
+		is($h->result(0), 0, 'a pgbench process of 10 connections to the proxy finished')
+		  or diag($$err);
+	}
+}
+hammer(qq{
+INSERT INTO outcome SELECT 'sign_in', (rl_take('sign_in', 'ada\@example.com', 0.001, 7)).allowed;
+}, 3, 40);
+is(proxy(q{SELECT count(*) FILTER (WHERE allowed) || '/' || count(*) FROM outcome}),
+	'7/1200', 'through the proxy, exactly the burst of 7 allowed out of 1200 decisions');
+my $bucket = q{SELECT count(*) FROM rl_buckets WHERE key =
+	sha256(convert_to('sign_in', 'UTF8') || '\x00'::bytea || convert_to('ada@example.com', 'UTF8'))};
+my $home = shard_of('sign_in', 'ada@example.com');
+is($shards[$home]->safe_psql('postgres', $bucket), '1', 'the bucket is on the shard the hash names');
+is($shards[1 - $home]->safe_psql('postgres', $bucket), '0', 'and not on the other one');
+
+# 10 000 keys spread within 10% of even.
+proxy(q{SELECT count(rl_take('spread', 'user' || g, 100, 10)) FROM generate_series(1, 10000) g});
+for my $i (0, 1)
+{
+	my $n = $shards[$i]->safe_psql('postgres', 'SELECT count(*) FROM rl_buckets')
+	  - ($i == $home ? 1 : 0);
+	cmp_ok(abs($n - 5000), '<=', 500, "shard $i holds $n of the 10 000 keys, within 10% of even");
+}
+
+# The same answers as one server: a replay with an explicit clock, resets,
+# the functions of the arguments alone, and errors with their SQLSTATEs.
+proxy('GRANT EXECUTE ON FUNCTION rl_take_at(text, text, double precision, integer, integer, timestamptz), rl_reset(text, text) TO app');
+$_->safe_psql('postgres', 'GRANT EXECUTE ON FUNCTION rl_take_at(text, text, double precision, integer, integer, timestamptz), rl_reset(text, text) TO app')
+  for @shards;
+my $replay = q{
+	SELECT string_agg(format('%s %s', k, rl_take_at('replay', k, r, b, c,
+		'2030-01-01 00:00:00+00'::timestamptz + t * interval '1 ms')), E'\n' ORDER BY t)
+	FROM (VALUES ('ada', 2.0, 3, 1, 0), ('bob', 2.0, 3, 1, 1), ('ada', 2.0, 3, 2, 10),
+		('ada', 2.0, 3, 1, 20), ('bob', 0.5, 1, 1, 30), ('bob', 0.5, 1, 0, 40),
+		('ada', 1000000, 100, 100, 50), ('ada', 2.0, 3, 5, 600), ('eve', 2.0, 3, 0, 700),
+		('ada', 2.0, 3, 1, 1700), ('bob', 4.0, 3, 1, 3000)) v(k, r, b, c, t);
+	SELECT rl_reset('replay', 'ada'), rl_reset('replay', 'nobody');
+	SELECT rl_take_at('replay', 'ada', 2.0, 3, 3, '2030-01-01 00:00:04+00');
+	SELECT rl_client_ip('10.0.0.1', '203.0.113.7, 10.0.0.2', '{10.0.0.0/8}'),
+		rl_client_ip_forwarded('10.0.0.1', 'for="[2001:db8::1]:443"', '{10.0.0.0/8}'),
+		rl_ip_key('2001:db8:1:2:3::4'), rl_ip_key('192.0.2.1');
+};
+my $answers = $single->safe_psql('postgres', $replay);
+is($proxy->safe_psql('postgres', "SET ROLE app; $replay"), $answers,
+	'a replay through the proxy answers as one server');
+ok(grep({ shard_of('replay', $_) == 0 } qw(ada bob eve))
+	  && grep({ shard_of('replay', $_) == 1 } qw(ada bob eve)),
+	'the replay used keys on both shards');
+for my $bad (
+	q{rl_take('sign_in', NULL, 1, 5)}, q{rl_take('', 'k', 1, 5)},
+	q{rl_take('sign_in', 'k', 'NaN', 5)}, q{rl_take('sign_in', 'k', 1, 0)},
+	q{rl_take('sign_in', 'k', 1, 5, -1)}, q{rl_ip_key('::1', 0)},
+	q{rl_client_ip('10.0.0.1', '', '{0.0.0.0/0}')})
+{
+	my (undef, undef, $want) = $single->psql('postgres', "\\set VERBOSITY verbose\nSELECT $bad");
+	my (undef, undef, $got) = $proxy->psql('postgres', "\\set VERBOSITY verbose\nSELECT $bad");
+	my ($state) = $want =~ /ERROR:  (\w{5}):/;
+	my ($message) = $want =~ /ERROR:  \w{5}: (.*)/;
+	ok(defined $state && $got =~ /ERROR:  \Q$state\E: .*\Q$message\E/,
+		"$bad: the same SQLSTATE and message through the proxy") or diag("$want\n$got");
+}
+like(psql_error($proxy, q{CREATE ROLE stranger; SET ROLE stranger; SELECT rl_reset('a', 'b')}),
+	qr/permission denied for function rl_reset/, 'rl_reset stays revoked from PUBLIC on the proxy');
+is($proxy->safe_psql('postgres', q{
+	SELECT string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['rl_refund(text, text, integer)',
+		'rl_proxy_refund_on(integer, text[], text[], integer[])',
+		'rl_proxy_take_all_on(integer, text[], text[], integer[])',
+		'rl_proxy_refund_all(integer[], integer[], text[], text[], integer[])']) AS p
+	WHERE has_function_privilege('app', p, 'EXECUTE')}), '',
+	'default privileges granted at CREATE EXTENSION do not give a role the refunds');
+
+# ask(SESSION, SQL): the output and the errors of SQL in a psql session
+sub ask
+{
+	my ($session, $sql) = @_;
+	$session->{stderr} = '';
+	my $out = $session->query($sql);
+	return ($out, $session->{stderr});
+}
+
+# A shard down: its keys fail at once with an error naming the connection,
+# the other shard's keys are unaffected, and the same session works again
+# once the shard is back.
+my $session = $proxy->background_psql('postgres', on_error_stop => 0);
+ask($session, 'SET client_min_messages = warning');
+is((ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).allowed"))[0], 't',
+	'a session decides on shard 1');
+# a changed partition reaches the open session at its next call
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1], 'bare')));
+like((ask($session, "SELECT rl_take('sign_in', '$on1', 0.001, 5)"))[1], qr/\[bare\] REMOTE ERROR/,
+	'an open session follows ALTER SERVER at its next call');
+proxy(sprintf(q{ALTER SERVER ratelimit OPTIONS (SET p1 '%s')}, connstr($shards[1])));
+is((ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining"))[0], '3',
+	'and back to the shard, with the budget it had');
+$shards[1]->stop;
+my $started = time;
+like((ask($session, "SELECT rl_take('sign_in', '$on1', 0.001, 5)"))[1],
+	qr/\[postgres\] REMOTE FATAL: terminating connection due to administrator command/,
+	'shard 1 shut down: the call on its open connection fails, saying so');
+like((ask($session, "SELECT rl_take('sign_in', '$on1', 0.001, 5)"))[1],
+	qr/\[postgres\] PQconnect\w*: connection to server .* failed/,
+	'shard 1 down: its key fails with the connection error');
+cmp_ok(time - $started, '<', 60, 'at once (refused connections)');
+is(join('|', ask($session, "SELECT (rl_take('sign_in', '$on0', 0.001, 5)).allowed")), 't|',
+	'the key on shard 0 is unaffected');
+$shards[1]->start;
+is(join('|', ask($session, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '2|',
+	'shard 1 back: the same session decides on it again, with the budget it had');
+
+# A silent shard (its postmaster stopped, so connections hang): the key fails
+# within the proxy's statement_timeout, the other shard still answers.
+my $postmaster = $shards[1]->{_pid};
+kill 'STOP', $postmaster;
+my $silent = $proxy->background_psql('postgres', on_error_stop => 0);
+ask($silent, q{SET client_min_messages = warning; SET statement_timeout = '2s'});
+$started = time;
+my (undef, $timeout_error) = ask($silent, "SELECT rl_take('sign_in', '$on1', 0.001, 5)");
+my $waited = time - $started;
+kill 'CONT', $postmaster;
+like($timeout_error, qr/canceling statement due to statement timeout/,
+	'a silent shard: its key fails by the statement_timeout');
+cmp_ok($waited, '>=', 1.5, 'after waiting for it');
+cmp_ok($waited, '<', 60, 'not for ever');
+is(join('|', ask($silent, "SELECT (rl_take('sign_in', '$on0', 0.001, 5)).allowed")), 't|',
+	'the key on the other shard is unaffected');
+is(join('|', ask($silent, "SELECT (rl_take('sign_in', '$on1', 0.001, 5)).remaining")), '1|',
+	'the shard answering again: its key works in the same session');
+$silent->quit;
+$session->quit;
+
+# The 1.1 shard functions, through the proxy.
+SKIP:
+{
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 16
+	  unless $shards[0]->safe_psql('postgres',
+		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
+
+	for my $node (@shards, $single)
+	{
+		$node->safe_psql('postgres', q{
+			INSERT INTO rl_policies VALUES ('login', 0.001, 3), ('ip', 0.001, 5);
+			GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app});
+	}
+	proxy('GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app');
+	my ($l0, $l0b) = keys_on(2, 'login', 0);
+	my ($l1) = keys_on(1, 'login', 1);
+	my ($i0) = keys_on(1, 'ip', 0);
+	my ($i1) = keys_on(1, 'ip', 1);
+
+	my $policy = "SELECT (rl_take('login', '$l0')).remaining, (rl_take('login', '$l0', 2)).remaining,"
+	  . " rl_refund('login', '$l0'), rl_take('login', '$l1', 0), rl_refund('login', 'never'),"
+	  . " (rl_take('login', '$l0', 2)).allowed";
+	is($proxy->safe_psql('postgres', "SET ROLE app; $policy"),
+		$single->safe_psql('postgres', $policy),
+		'policy rl_take and rl_refund answer as one server');
+
+	# both pairs on one shard: the shard's own all or nothing
+	is(proxy("SELECT (rl_take_all('{login,ip}', '{$l0,$i0}')).allowed"), 't',
+		'rl_take_all with both pairs on shard 0');
+
+	# pairs on two shards, shard 1 denying: shard 0 gets its cell back, by
+	# the proxy owner's rights (app may not refund)
+	my $remaining = "SELECT (rl_take('ip', '$i0', 0)).remaining";
+	my $before = proxy($remaining);
+	proxy("SELECT rl_take('login', '$l1', 3)");
+	is(proxy("SET ROLE stranger; SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l1}')"),
+		'f|0|login', 'pairs on two shards, shard 1 denying: denied, bound by login');
+	is(proxy($remaining), $before, 'the cell taken on shard 0 was given back');
+
+	# and allowed: each shard spends
+	is(proxy("SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l0b}', '{1,1}')"),
+		't|2|login', 'pairs on two shards allowed: bound by the least remaining');
+	is(proxy($remaining), $before - 1, 'and shard 0 spent its cell');
+
+	# explicit limits: the same decisions as one server for the same history
+	is(join('', map { shard_of($_, 'k') } qw(a b c)), '101', 'a and c are on shard 1, b on shard 0');
+	my $explicit = join(';', map { "SELECT allowed, remaining, retry_after IS NULL, limiter
+		FROM rl_take_all('{a,b,c}', '{k,k,k}', '{0.001,0.001,0.001}', '{2,3,4}', '$_')" }
+		  ('{1,1,1}', '{1,1,5}', '{0,2,0}', '{1,0,1}', '{0,0,0}'));
+	is(proxy($explicit), $single->safe_psql('postgres', $explicit),
+		'explicit rl_take_all across shards: the same decisions as one server');
+
+	# refused calls spend nothing on any shard
+	my $rows = 'SELECT count(*) FROM rl_buckets';
+	my @counts = map { $_->safe_psql('postgres', $rows) } @shards;
+	for my $bad (
+		[ "rl_take_all('{ip,login}', '{$i1,$l0}', '{1,NULL}')", '22004' ],
+		[ "rl_take_all('{ip,login,ip}', '{$i1,$l0,$i1}')", '22023' ],
+		[ "rl_take_all('{ip,login}', '{$i1}')", '22023' ],
+		[ "rl_take_all('{b,a}', '{k,k}', '{1,1}', '{0,5}')", '22023' ])
+	{
+		my (undef, undef, $err) = $proxy->psql('postgres', "\\set VERBOSITY verbose\nSELECT $bad->[0]");
+		like($err, qr/ERROR:  $bad->[1]:/, "$bad->[0]: $bad->[1]");
+	}
+	is(join(',', map { $_->safe_psql('postgres', $rows) } @shards), join(',', @counts),
+		'the refused calls wrote nothing on either shard');
+
+	# a value refused by the second shard: the first one's take is given back
+	is(join('', map { shard_of($_, 'k') } qw(e f)), '10', 'e is on shard 1, f on shard 0');
+	my $e_left = "SELECT (rl_take('e', 'k', 0.001, 2, 0)).remaining";
+	like(psql_error($proxy,
+		"SELECT rl_take_all('{e,f}', '{k,k}', '{0.001,0.001}', '{2,2}', '{1,-1}')"),
+		qr/cost/, 'a cost refused by the shard that decides it');
+	is(proxy($e_left), '2', 'the other shard\'s take was given back');
+}
+
+SKIP:
+{
+	skip 'the shards lack rl_headers', 1
+	  unless $shards[0]->safe_psql('postgres',
+		q{SELECT to_regprocedure('rl_headers(rl_decision, text, double precision, integer)') IS NOT NULL})
+	  eq 't';
+	my $headers = q{SELECT rl_headers(rl_take_at('h', 'k', 1, 10, 3, '2030-01-01'), 'h', 1, 10)};
+	is($proxy->safe_psql('postgres', $headers), $single->safe_psql('postgres', $headers),
+		'rl_headers answers as one server');
+}
+
+$_->stop for ($proxy, $single, @shards);
+done_testing();
