@@ -1,3 +1,4 @@
+-- table store only: the memory store is not transactional, and immune.
 -- A PL/pgSQL exception block is a subtransaction: the error it catches rolls
 -- back the decision made inside it, even in autocommit.
 SET client_min_messages = warning;

@@ -77,6 +77,15 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'rl_store_status'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- The bucket of one key as stored, wherever it lives: for operators and
+-- tests.  Revoked from PUBLIC: it tells when a key was last used.
+CREATE FUNCTION rl_inspect(limiter text, key text, OUT store text,
+						   OUT tat timestamptz, OUT interval_us bigint)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rl_inspect'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION rl_inspect(text, text) FROM PUBLIC;
+
 -- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says (1.0
 -- revoked only from PUBLIC): the functions that forge time, wipe or give back
 -- budgets, or do maintenance are for the roles they are granted to; any role
@@ -93,6 +102,7 @@ BEGIN
 						'rl_reset(text, text)'::regprocedure,
 						'rl_cleanup()'::regprocedure,
 						'rl_refund(text, text, integer)'::regprocedure,
+						'rl_inspect(text, text)'::regprocedure,
 						'rl_policies_changed()'::regprocedure)
 		  AND a.grantee NOT IN (0, p.proowner)
 	LOOP

@@ -535,6 +535,17 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 	return decided;
 }
 
+/* Read the newest committed bucket of key, without a lock. */
+void
+bucket_store_read(bytea *key, GcraBucket *bucket)
+{
+	BucketAccess access = {0};
+
+	open_access(&access, key);
+	read_bucket(&access, bucket);
+	close_access(&access);
+}
+
 /*
  * Lock rl_buckets and its index as a decision does, so that a later
  * bucket_store_probe or bucket_store_insert never waits for a lock.

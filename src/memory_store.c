@@ -147,22 +147,24 @@ find_slot(MemorySet *set, const uint8 *key, Oid store_relid)
 }
 
 /*
- * A slot a new key may take: free, holding a bucket that has passed, or
- * left by a dropped installation of the extension in this database.
+ * Whether a new key may take slot: free, holding a bucket that has passed,
+ * or left by a dropped installation of the extension in this database.
  */
+static inline bool
+slot_reusable(const MemorySlot *slot, Oid store_relid, int64 now)
+{
+	return slot->dboid == InvalidOid || slot->tat_us < now ||
+		(slot->dboid == MyDatabaseId && slot->store_relid != store_relid);
+}
+
 static MemorySlot *
 reusable_slot(MemorySet *set, Oid store_relid, int64 now)
 {
 	int			i;
 
 	for (i = 0; i < SET_SLOTS; i++)
-	{
-		MemorySlot *slot = &set->slots[i];
-
-		if (slot->dboid == InvalidOid || slot->tat_us < now ||
-			(slot->dboid == MyDatabaseId && slot->store_relid != store_relid))
-			return slot;
-	}
+		if (slot_reusable(&set->slots[i], store_relid, now))
+			return &set->slots[i];
 	return NULL;
 }
 
@@ -292,6 +294,205 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 	}
 	LWLockRelease(&set->lock);
 	return take_missing(function, set, key, limit, now, cost);
+}
+
+/*
+ * rl_take_all in memory: every set of the request is locked, in the order of
+ * the sets, so two calls over the same keys never deadlock and the decision
+ * sees and stores all its buckets at one instant.  When a key lives in
+ * rl_buckets, or a new key finds no slot, the whole request is decided in
+ * the table instead: its keys in memory move there first (under their set
+ * locks, so the next miss finds their rows), and its new keys get a passed
+ * row there (the same as no bucket), as a spill does.
+ */
+void
+memory_store_take_all(const char *function, const StoreRequest *requests,
+					  int n, int64 now, GcraDecision *decisions)
+{
+	Oid			store_relid = bucket_store_relid();
+	MemorySet  *sets[GCRA_MAX_REQUESTS];
+	MemorySet  *locked[GCRA_MAX_REQUESTS];
+	MemorySlot *slots[GCRA_MAX_REQUESTS];
+	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
+	bool		in_table = false;
+	int			nlocked = 0;
+	int			i;
+	int			j;
+
+	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
+	bucket_store_lock_table();
+	for (i = 0; i < n; i++)
+	{
+		sets[i] = set_of((const uint8 *) VARDATA(requests[i].key), MyDatabaseId);
+		for (j = 0; j < nlocked && locked[j] != sets[i]; j++)
+			;
+		if (j == nlocked)
+			locked[nlocked++] = sets[i];
+	}
+	/* the canonical order: by address of the set */
+	for (i = 1; i < nlocked; i++)
+		for (j = i; j > 0 && locked[j - 1] > locked[j]; j--)
+		{
+			MemorySet  *t = locked[j];
+
+			locked[j] = locked[j - 1];
+			locked[j - 1] = t;
+		}
+	for (i = 0; i < nlocked; i++)
+		LWLockAcquire(&locked[i]->lock, LW_EXCLUSIVE);
+
+	for (i = 0; i < n && !in_table; i++)
+	{
+		TransactionId inserting;
+
+		gcra[i].limit = requests[i].limit;
+		gcra[i].cost = requests[i].cost;
+		gcra[i].shadow = requests[i].shadow;
+		slots[i] = find_slot(sets[i], (const uint8 *) VARDATA(requests[i].key),
+							 store_relid);
+		if (slots[i] != NULL)
+		{
+			gcra[i].bucket.present = true;
+			gcra[i].bucket.tat_us = slots[i]->tat_us;
+			gcra[i].bucket.interval_us = slots[i]->interval_us;
+		}
+		else if (bucket_store_probe(requests[i].key, &inserting))
+			in_table = true;
+	}
+
+	if (!in_table)
+	{
+		MemorySlot *claimed[GCRA_MAX_REQUESTS] = {0};
+
+		gcra_decide_all(gcra, n, now, decisions);
+		/* a new key that stores needs a slot: find them all before writing */
+		for (i = 0; i < n && !in_table; i++)
+		{
+			if (slots[i] != NULL || !decisions[i].store)
+				continue;
+			for (j = 0; j < SET_SLOTS; j++)
+			{
+				MemorySlot *slot = &sets[i]->slots[j];
+				int			k;
+
+				if (!slot_reusable(slot, store_relid, now))
+					continue;
+				for (k = 0; k < i && claimed[k] != slot; k++)
+					;
+				if (k == i)
+					break;
+			}
+			if (j == SET_SLOTS)
+				in_table = true;
+			else
+				claimed[i] = &sets[i]->slots[j];
+		}
+		if (!in_table)
+		{
+			for (i = 0; i < n; i++)
+			{
+				MemorySlot *slot = slots[i] != NULL ? slots[i] : claimed[i];
+
+				if (!decisions[i].store)
+					continue;
+				if (slot == claimed[i])
+				{
+					slot->dboid = MyDatabaseId;
+					slot->store_relid = store_relid;
+					memcpy(slot->key, VARDATA(requests[i].key), BUCKET_KEY_LEN);
+				}
+				slot->tat_us = decisions[i].new_tat_us;
+				slot->interval_us = requests[i].limit.interval_us;
+			}
+			for (i = 0; i < nlocked; i++)
+				LWLockRelease(&locked[i]->lock);
+			return;
+		}
+	}
+
+	/* decided in the table: move the request's keys there first */
+	PreventCommandIfReadOnly(function);
+	for (i = 0; i < n; i++)
+	{
+		const uint8 *digest = (const uint8 *) VARDATA(requests[i].key);
+		MemorySlot *slot = find_slot(sets[i], digest, store_relid);
+		TransactionId inserting;
+
+		if (slot != NULL)
+		{
+			(void) bucket_store_insert(requests[i].key, slot->tat_us,
+									   slot->interval_us);
+			slot->dboid = InvalidOid;
+		}
+		else if (requests[i].cost > 0 &&
+				 !bucket_store_probe(requests[i].key, &inserting))
+			(void) bucket_store_insert(requests[i].key, now - 1,
+									   requests[i].limit.interval_us);
+	}
+	for (i = 0; i < nlocked; i++)
+		LWLockRelease(&locked[i]->lock);
+	bucket_store_take_all(requests, n, now, decisions);
+}
+
+/*
+ * rl_refund: give cost cells back to the live bucket of key, wherever it
+ * lives; true when it changed one.
+ */
+bool
+memory_store_refund(const char *function, bytea *key, int64 now, int32 cost)
+{
+	const uint8 *digest = (const uint8 *) VARDATA(key);
+	MemorySet  *set = set_of(digest, MyDatabaseId);
+	MemorySlot *slot;
+	TransactionId inserting;
+	bool		changed = false;
+	bool		in_table;
+
+	bucket_store_lock_table();
+	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+	slot = find_slot(set, digest, bucket_store_relid());
+	if (slot != NULL)
+	{
+		if (slot->tat_us >= now)
+		{
+			__int128	back = (__int128) cost * slot->interval_us;
+			int64		tat = slot->tat_us - back < now ? now :
+				slot->tat_us - (int64) back;
+
+			changed = tat != slot->tat_us;
+			slot->tat_us = tat;
+		}
+		LWLockRelease(&set->lock);
+		return changed;
+	}
+	in_table = bucket_store_probe(key, &inserting);
+	LWLockRelease(&set->lock);
+	if (!in_table)
+		return false;
+	if (TransactionIdIsValid(inserting))
+		XactLockTableWait(inserting, NULL, NULL, XLTW_None);
+	PreventCommandIfReadOnly(function);
+	return bucket_store_refund(key, now, cost);
+}
+
+/* The bucket of key if it is in memory; false when it is not. */
+bool
+memory_store_read(bytea *key, GcraBucket *bucket)
+{
+	const uint8 *digest = (const uint8 *) VARDATA(key);
+	MemorySet  *set = set_of(digest, MyDatabaseId);
+	MemorySlot *slot;
+
+	LWLockAcquire(&set->lock, LW_SHARED);
+	slot = find_slot(set, digest, bucket_store_relid());
+	if (slot != NULL)
+	{
+		bucket->present = true;
+		bucket->tat_us = slot->tat_us;
+		bucket->interval_us = slot->interval_us;
+	}
+	LWLockRelease(&set->lock);
+	return slot != NULL;
 }
 
 /* Forget key if it is in memory; true when it was. */

@@ -116,6 +116,7 @@ extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);
 extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 now,
 							  int32 cost, bool may_insert, GcraDecision *decision);
+extern void bucket_store_read(bytea *key, GcraBucket *bucket);
 extern void bucket_store_lock_table(void);
 extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
 extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
@@ -136,6 +137,12 @@ extern bool memory_store_in_use(void);
 extern GcraDecision memory_store_take(const char *function, bytea *key,
 									  const GcraLimit *limit, int64 now,
 									  int32 cost);
+extern void memory_store_take_all(const char *function,
+								  const StoreRequest *requests, int n,
+								  int64 now, GcraDecision *decisions);
+extern bool memory_store_refund(const char *function, bytea *key, int64 now,
+								int32 cost);
+extern bool memory_store_read(bytea *key, GcraBucket *bucket);
 extern bool memory_store_delete(bytea *key);
 extern int64 memory_store_cleanup(int64 now);
 extern void memory_store_forget_other_databases(List *databases);

@@ -121,6 +121,13 @@ store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
 	for (i = 0; i < n; i++)
 		cost = Max(cost, requests[i].cost);
 	bucket_store_refuse_recovery(function);
+	if (memory_store_in_use())
+	{
+		bucket_store_connect(fn_oid);
+		memory_store_take_all(function, requests, n, now, decisions);
+		bucket_store_disconnect();
+		return;
+	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
 	bucket_store_take_all(requests, n, now, decisions);
@@ -135,6 +142,13 @@ store_refund(Oid fn_oid, const char *function, bytea *key, int64 now,
 	bool		changed;
 
 	bucket_store_refuse_recovery(function);
+	if (memory_store_in_use())
+	{
+		bucket_store_connect(fn_oid);
+		changed = memory_store_refund(function, key, now, cost);
+		bucket_store_disconnect();
+		return changed;
+	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
 	changed = bucket_store_refund(key, now, cost);
@@ -213,6 +227,42 @@ rl_store_status(PG_FUNCTION_ARGS)
 	values[3] = Int64GetDatum(bucket_store_count());
 	bucket_store_disconnect();
 
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
+													  values, nulls)));
+}
+
+/*
+ * rl_inspect(limiter, key): where the bucket of a key lives and what it
+ * holds, as stored (its tat may have passed); all NULL when it has none.
+ */
+PG_FUNCTION_INFO_V1(rl_inspect);
+
+Datum
+rl_inspect(PG_FUNCTION_ARGS)
+{
+	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
+	text	   *key = required_text_argument(fcinfo, 1, "key");
+	bytea	   *stored = bucket_key(limiter, key);
+	GcraBucket	bucket = {0};
+	const char *where = "table";
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	bucket_store_refuse_recovery("rl_inspect");
+	bucket_store_connect(fcinfo->flinfo->fn_oid);
+	if (memory_store_in_use() && memory_store_read(stored, &bucket))
+		where = "memory";
+	else
+		bucket_store_read(stored, &bucket);
+	bucket_store_disconnect();
+
+	values[0] = CStringGetTextDatum(where);
+	values[1] = TimestampTzGetDatum(bucket.tat_us);
+	values[2] = Int64GetDatum(bucket.interval_us);
+	nulls[0] = nulls[1] = nulls[2] = !bucket.present;
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
 													  values, nulls)));
 }

@@ -143,11 +143,13 @@ SELECT 'key ' || k AS key,
 	   sha256(convert_to('model', 'UTF8') || '\x00'::bytea || convert_to('key ' || k, 'UTF8')) AS hash
 FROM generate_series(1, 40) AS k;
 
-SELECT set_eq(
+-- (the memory store keeps no rows: there the decisions above are the check)
+SELECT CASE current_setting('ratelimit.store') WHEN 'table' THEN set_eq(
 	$$SELECT b.key, b.tat, b.interval_us FROM rl_buckets b JOIN model_key m ON b.key = m.hash$$,
 	$$SELECT m.hash, 'epoch'::timestamptz + (r.tat || ' microseconds')::interval, r.t
 	  FROM ref_bucket r JOIN model_key m USING (key)$$,
-	'the stored buckets are the reference buckets');
+	'the stored buckets are the reference buckets')
+	ELSE skip('the memory store keeps its buckets in shared memory', 1) END;
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -8,10 +8,12 @@ SET LOCAL ratelimit.in_transaction = allow;
 
 SELECT plan(49);
 
+-- the stored bucket of a key, in either store
 CREATE FUNCTION pg_temp.bucket(text, text) RETURNS rl_buckets
 LANGUAGE sql AS $$
-	SELECT * FROM rl_buckets
-	WHERE key = sha256(convert_to($1, 'UTF8') || '\x00'::bytea || convert_to($2, 'UTF8'))
+	SELECT sha256(convert_to($1, 'UTF8') || '\x00'::bytea || convert_to($2, 'UTF8')),
+		   tat, interval_us
+	FROM rl_inspect($1, $2) WHERE store IS NOT NULL
 $$;
 
 -- the checks refuse what rl_take refuses
@@ -94,9 +96,11 @@ SELECT throws_ok($$SELECT rl_take('slow', 'ada')$$, '22023',
 SELECT results_eq($$SELECT key, tat, interval_us, xmin::text FROM rl_buckets ORDER BY key$$,
 				  $$SELECT * FROM before ORDER BY key$$, 'no bad call wrote anything');
 
--- ratelimit.in_transaction covers them all; a peek is no trap
+-- ratelimit.in_transaction covers them all with the table store (the
+-- memory store is not transactional); a peek is no trap
 SET LOCAL ratelimit.in_transaction = error;
-SELECT throws_ok(q, '25001', NULL, q)
+SELECT CASE current_setting('ratelimit.store') WHEN 'table'
+	   THEN throws_ok(q, '25001', NULL, q) ELSE lives_ok(q, q) END
 FROM unnest(ARRAY[$$SELECT rl_take('new_limit', 'ada')$$,
 				  $$SELECT rl_take_all(ARRAY['new_limit'], ARRAY['ada'])$$,
 				  $$SELECT rl_take_all(ARRAY['x'], ARRAY['ada'], ARRAY[1.0], ARRAY[1])$$,

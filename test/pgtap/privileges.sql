@@ -56,9 +56,11 @@ CREATE TEMP TABLE empty_path AS SELECT (public.rl_take('trap', 'k', 1, 1)).allow
 RESET ROLE;
 RESET search_path;
 SELECT ok((SELECT NOT allowed FROM empty_path), 'an empty search_path works too');
+-- the memory store keeps the bucket in shared memory, not in a table
 SELECT is((SELECT count(*)::int FROM rl_buckets
 		   WHERE key = sha256(convert_to('trap', 'UTF8') || '\x00'::bytea || convert_to('k', 'UTF8'))),
-		  1, 'the bucket is in the extension''s table');
+		  CASE current_setting('ratelimit.store') WHEN 'table' THEN 1 ELSE 0 END,
+		  'the bucket is in the extension''s store');
 
 -- ALTER DEFAULT PRIVILEGES can neither open the table nor close rl_take
 DROP EXTENSION ratelimit;

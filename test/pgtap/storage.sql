@@ -1,3 +1,4 @@
+-- table store only: what rl_buckets holds and how.
 -- What rl_buckets holds and how: unlogged, hashed keys, no index on tat, the
 -- server clock, and which calls write.
 BEGIN;
