@@ -37,6 +37,10 @@ my @setups = (
 	[ qr/^CREATE UNLOGGED TABLE rl_buckets/m =>
 		  q{CREATE EXTENSION ratelimit; CREATE SCHEMA readme; SET search_path = readme} ],
 	[ qr/cron\.schedule/ => 'postgres' ],
+	# a proxy database has ratelimit_proxy instead of ratelimit; its roles
+	# are the shard's of the block before, on one cluster here
+	[ qr/^CREATE EXTENSION ratelimit_proxy/m => 'DROP ROLE app' ],
+	[ qr/rl_shard_hash|^CREATE SERVER ratelimit/m => 'CREATE EXTENSION ratelimit_proxy CASCADE' ],
 	[ qr/./ => 'CREATE EXTENSION ratelimit' ]);
 
 # the code of a line, without its comment (a -- outside quotes)
@@ -62,6 +66,10 @@ sub normal
 }
 
 my $readme = slurp_file("$ENV{RL_SRC}/README.md");
+# the section on 1.1's policies is one story, block after block, that
+# 042_readme_1_1.pl runs in order
+$readme =~ s/^## Policies, several limits and refunds \(1\.1\)\n.*?(?=^## )//ms
+  or die "README.md has no section on 1.1's policies\n";
 my @blocks = $readme =~ /^```sql\n(.*?)^```$/msg;
 my ($n, $checked) = (0, 0);
 for my $block (@blocks)
@@ -73,6 +81,12 @@ for my $block (@blocks)
 	my $prefix = '';
 	# a block that says whose session it is runs as that role
 	my @as = $first =~ /^-- as (\w+), / ? ('-U', $1) : ();
+	# the secret file a block names, readable by the server's user only
+	if ($block =~ /ratelimit\.key_secret_file = '(.*?)'/)
+	{
+		PostgreSQL::Test::Utils::append_to_file($1, 'a secret');
+		chmod 0600, $1;
+	}
 	if (!defined $setup || $setup ne 'postgres')
 	{
 		$db = "block$n";
@@ -98,7 +112,8 @@ for my $block (@blocks)
 		my $code = code($line);
 		next if !defined $sql && $code =~ /^\s*$/;
 		$sql .= "$line\n";
-		if ($code =~ /;\s*$/)
+		# a statement ends at a ";" outside a dollar-quoted body
+		if ($code =~ /;\s*$/ && (() = $sql =~ /\$\$/g) % 2 == 0)
 		{
 			my ($want) = $line =~ /;\s*--\s*(.*)$/;
 			push @stmts, [ $sql, $want ];
@@ -141,6 +156,14 @@ for my $block (@blocks)
 		}
 	}
 
+	if ($block =~ /ratelimit\.key_secret_file = '(.*?)'/)
+	{
+		my $file = $1;
+		$node->safe_psql('postgres',
+			'ALTER SYSTEM RESET ratelimit.key_secret_file; SELECT pg_reload_conf()');
+		unlink $file;
+	}
+
 	if ($first =~ /^-- what CREATE EXTENSION makes/)
 	{
 		my $columns = q{
@@ -159,6 +182,18 @@ for my $block (@blocks)
 	}
 }
 ok($n >= 15, "the README has $n SQL blocks");
+
+# The Python computation of a key's partition agrees with the proxy's.
+my ($python) = grep { /^partition = /m } $readme =~ /^```python\n(.*?)^```$/msg;
+ok(defined $python, 'the README computes a partition in Python');
+my $script = PostgreSQL::Test::Utils::tempdir() . '/partition.py';
+PostgreSQL::Test::Utils::append_to_file($script, $python . "print(partition)\n");
+my ($stdout, $stderr) = run_command([ 'python3', $script ]);
+$node->safe_psql('postgres', 'CREATE DATABASE partition');
+$node->safe_psql('partition', 'CREATE EXTENSION ratelimit_proxy CASCADE');
+is( $stdout,
+	$node->safe_psql('partition', q{SELECT rl_shard_hash('auth_login', 'ada@example.com') % 2}),
+	'the README\'s Python names the partition the proxy routes to');
 note("$checked results checked");
 
 sub code_only { join("\n", map { code($_) } split /\n/, $_[0]) . "\n" }
