@@ -1980,10 +1980,9 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 			c->policies_due_us = 0;
 		return rl_fallback_all(c, items, n, now, c->failure_reason, detail, out);
 	}
-	if (rl_precheck_all(c, items, n, now, out))
+	/* a due read goes to the database: the pre-check waits for its policy */
+	if (!read_policies && rl_precheck_all(c, items, n, now, out))
 	{
-		if (read_policies)
-			c->policies_due_us = 0;
 		c->stats.local++;
 		pthread_mutex_unlock(&c->lock);
 		return RL_OK;
