@@ -30,6 +30,13 @@
  *	   backoff starts: the database is tried again by one request per
  *	   backoff interval.
  *
+ * rl_client_take_policy and the multi-limit calls decide the same way, by
+ * rl_take(limiter, key, cost) and rl_take_all; their pre-check and fallback
+ * decide all or nothing through gcra_decide_all, by the rates and bursts of
+ * a copy of rl_policies that a call reads again once it is older than
+ * policy_refresh_ms, and that an outage keeps.  A limiter whose policy was
+ * never read is refused in memory, never allowed.
+ *
  * Memory holds at most max_keys keys.  A new key takes the place of one
  * whose buckets are full again (forgetting it loses nothing).  Without such
  * room, its call goes to the database without the pre-check, and only once
