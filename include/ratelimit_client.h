@@ -312,7 +312,8 @@ typedef enum RlDbResult
 	RL_DB_OK,
 	RL_DB_BUSY,					/* no free connection before the deadline */
 	RL_DB_TIMEOUT,
-	RL_DB_ERROR
+	RL_DB_ERROR,
+	RL_DB_UNKNOWN				/* 42704: a limiter without a policy */
 } RlDbResult;
 
 typedef enum RlWarning
@@ -1525,11 +1526,9 @@ rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
 		return false;
 	for (i = 0; i < n; i++)
 	{
-		char	   *end;
-
 		p[i].limiter = strdup(PQgetvalue(res, i, 0));
 		p[i].rate = strtod(PQgetvalue(res, i, 1), NULL);
-		p[i].burst = (int32_t) strtol(PQgetvalue(res, i, 2), &end, 10);
+		p[i].burst = (int32_t) strtol(PQgetvalue(res, i, 2), NULL, 10);
 		p[i].shadow = strcmp(PQgetvalue(res, i, 3), "t") == 0;
 		if (p[i].limiter == NULL)
 		{
@@ -1645,9 +1644,7 @@ rl_parse_decision_all(const PGresult *res, const RlItem *items, int n,
  * read first, on the same connection, into *policies.  RL_DB_UNKNOWN: the
  * database has no policy for items[*unknown].
  */
-#define RL_DB_UNKNOWN (RL_DB_ERROR + 1)
-
-static int
+static RlDbResult
 rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 			 bool read_policies, int64_t deadline, RlDecisionAll *out,
 			 double *resets, RlPolicy **policies, int *npolicies,
@@ -1663,7 +1660,7 @@ rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 	int			nparams;
 	PGresult   *res;
 	PGresult   *read = NULL;
-	int			r;
+	RlDbResult	r;
 
 	if (call == RL_CALL_POLICY)
 	{
@@ -1963,7 +1960,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	RlPolicy   *policies = NULL;
 	int			npolicies = 0;
 	int			unknown = 0;
-	int			r;
+	RlDbResult	r;
 	RlReason	reason;
 	char		detail[RL_DETAIL_LEN];
 	int			i;
