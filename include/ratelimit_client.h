@@ -30,6 +30,13 @@
  *	   backoff starts: the database is tried again by one request per
  *	   backoff interval.
  *
+ * rl_client_take_policy and the multi-limit calls decide the same way, by
+ * rl_take(limiter, key, cost) and rl_take_all; their pre-check and fallback
+ * decide all or nothing through gcra_decide_all, by the rates and bursts of
+ * a copy of rl_policies that a call reads again once it is older than
+ * policy_refresh_ms, and that an outage keeps.  A limiter whose policy was
+ * never read is refused in memory, never allowed.
+ *
  * Memory holds at most max_keys keys.  A new key takes the place of one
  * whose buckets are full again (forgetting it loses nothing).  Without such
  * room, its call goes to the database without the pre-check, and only once
@@ -45,7 +52,7 @@
 #define RATELIMIT_CLIENT_H
 
 #if defined(RATELIMIT_CLIENT_IMPLEMENTATION) && !defined(_DEFAULT_SOURCE)
-/* clock_gettime, poll, getentropy and stpcpy under -std=c11 */
+/* clock_gettime, poll and getentropy under -std=c11 */
 #define _DEFAULT_SOURCE
 #endif
 
@@ -71,8 +78,14 @@ typedef enum RlStatus
 	RL_NULL_ARGUMENT,			/* a NULL client, options or output pointer */
 	RL_BAD_OPTION,
 	RL_NO_MEMORY,
-	RL_SYSTEM_ERROR				/* no clock or random seed */
+	RL_SYSTEM_ERROR,			/* no clock or random seed */
+	RL_UNKNOWN_LIMITER,			/* the database has no policy for it */
+	RL_BAD_COUNT,				/* not 1 to RL_MAX_REQUESTS requests */
+	RL_DUPLICATE				/* the same (limiter, key) twice */
 } RlStatus;
+
+/* Most requests one rl_client_take_all decides, as rl_take_all. */
+#define RL_MAX_REQUESTS 16
 
 /* Who made a decision. */
 typedef enum RlSource
@@ -91,6 +104,30 @@ typedef struct RlDecision
 	double		reset_after;	/* seconds until the bucket is full again */
 	RlSource	source;
 } RlDecision;
+
+/* One request of a multi-limit call. */
+typedef struct RlRequest
+{
+	const char *limiter;
+	const char *key;
+	double		rate;			/* the explicit form only */
+	int32_t		burst;			/* the explicit form only */
+	int32_t		cost;			/* 0 peeks */
+} RlRequest;
+
+/* The one answer of a multi-limit call, as rl_decision_all. */
+typedef struct RlDecisionAll
+{
+	bool		allowed;		/* every enforced request allowed, all spent */
+	int32_t		remaining;		/* the least */
+	double		retry_after;	/* 0 when allowed; else the largest among the
+								 * denied, INFINITY when one has cost > burst */
+	double		reset_after;	/* the largest */
+	int			binding;		/* requests[binding].limiter is rl_take_all's
+								 * limiter; on a refused argument or an
+								 * unknown limiter, the request at fault */
+	RlSource	source;
+} RlDecisionAll;
 
 /*
  * Called at most once per warning interval per limiter while decisions of
@@ -113,6 +150,7 @@ typedef struct RlClientOptions
 	int			pool_size;		/* connections, at most: 4 */
 	int			max_keys;		/* in-memory buckets, at most: 100000 */
 	int			warning_interval_ms;	/* per limiter: 60000 */
+	int			policy_refresh_ms;	/* rl_policies is read again after: 10000 */
 	RlWarningFunc warning;		/* NULL: one line on stderr */
 	void	   *warning_arg;
 } RlClientOptions;
@@ -127,6 +165,9 @@ typedef struct RlClientStats
 	uint64_t	fallback_error;
 	uint64_t	no_room;		/* fallbacks refused: no bucket for the key,
 								 * every one in memory live */
+	uint64_t	no_policy;		/* fallbacks refused: the limiter's policy
+								 * was never read */
+	uint64_t	policy_reads;	/* times rl_policies was read */
 	uint64_t	evictions;		/* keys forgotten to stay within max_keys */
 	uint64_t	keys;			/* keys in memory now */
 } RlClientStats;
@@ -147,6 +188,27 @@ extern RlStatus rl_client_new(const RlClientOptions *options,
 extern RlStatus rl_client_take(RlClient *client, const char *limiter,
 							   const char *key, double rate, int32_t burst,
 							   int32_t cost, RlDecision *decision);
+
+/*
+ * Take cost requests from the bucket of (limiter, key) by the limiter's
+ * policy in rl_policies, as rl_take(limiter, key, cost) does.  A limiter the
+ * database has no policy for is RL_UNKNOWN_LIMITER.
+ */
+extern RlStatus rl_client_take_policy(RlClient *client, const char *limiter,
+									  const char *key, int32_t cost,
+									  RlDecision *decision);
+
+/*
+ * Decide n requests, each against its own bucket, all or nothing, as
+ * rl_take_all(limiters, keys, rates, bursts, costs) does.
+ */
+extern RlStatus rl_client_take_all(RlClient *client, const RlRequest *requests,
+								   int n, RlDecisionAll *decision);
+
+/* The same by the limiters' policies (rate and burst are not read). */
+extern RlStatus rl_client_take_all_policy(RlClient *client,
+										  const RlRequest *requests, int n,
+										  RlDecisionAll *decision);
 
 extern void rl_client_stats(RlClient *client, RlClientStats *stats);
 
@@ -204,6 +266,7 @@ typedef struct RlEntry
 	struct RlEntry *older;
 	int64_t		full_at_us;		/* both buckets are full again from then */
 	int32_t		heap_pos;
+	bool		pinned;			/* in use by a multi-limit call: kept */
 	GcraBucket	precheck;		/* this process's round trips, 2 x burst */
 	GcraBucket	memory;			/* the database's last answer, continued */
 } RlEntry;
@@ -249,7 +312,8 @@ typedef enum RlDbResult
 	RL_DB_OK,
 	RL_DB_BUSY,					/* no free connection before the deadline */
 	RL_DB_TIMEOUT,
-	RL_DB_ERROR
+	RL_DB_ERROR,
+	RL_DB_UNKNOWN				/* 42704: a limiter without a policy */
 } RlDbResult;
 
 typedef enum RlWarning
@@ -259,10 +323,24 @@ typedef enum RlWarning
 	RL_WARN_SUMMARY				/* the line for limiters not remembered */
 } RlWarning;
 
+/* One row of rl_policies as last read. */
+typedef struct RlPolicy
+{
+	char	   *limiter;
+	double		rate;
+	int32_t		burst;
+	bool		shadow;
+} RlPolicy;
+
 struct RlClient
 {
 	char	   *conninfo;
-	char	   *query;
+	char	   *query;			/* rl_take, explicit */
+	char	   *query_policy;	/* rl_take by policy */
+	char	   *query_all;		/* rl_take_all, explicit */
+	char	   *query_all_policy;	/* rl_take_all by policies */
+	char	   *query_policies; /* reads rl_policies */
+	int64_t		policy_refresh_us;
 	int64_t		deadline_us;
 	int64_t		backoff_us;
 	int64_t		warning_interval_us;
@@ -282,6 +360,9 @@ struct RlClient
 	RlTable		warned;			/* full_at_us: quiet until then */
 	int64_t		summary_due_us; /* the next summary line not before */
 	RlClientStats stats;
+	RlPolicy   *policies;		/* the last read, sorted by limiter */
+	int			npolicies;
+	int64_t		policies_due_us;	/* read again from then; 0: at once */
 
 	/* pool_lock guards the connection slots */
 	pthread_mutex_t pool_lock;
@@ -357,11 +438,11 @@ rl_valid_utf8(const char *text)
 	return true;
 }
 
+/* limiter and key, in rl_take's order */
 static RlStatus
-rl_check_arguments(const char *limiter, const char *key, double rate,
-				   int32_t burst, int32_t cost, GcraLimit *limit)
+rl_check_names(const char *limiter, const char *key)
 {
-	/* in rl_take's order; the server refuses bad encoding before the call */
+	/* the server refuses bad encoding before the call */
 	if (limiter != NULL && !rl_valid_utf8(limiter))
 		return RL_INVALID_LIMITER;
 	if (key != NULL && !rl_valid_utf8(key))
@@ -374,6 +455,17 @@ rl_check_arguments(const char *limiter, const char *key, double rate,
 		return RL_NULL_KEY;
 	if (key[0] == '\0')
 		return RL_EMPTY_KEY;
+	return RL_OK;
+}
+
+static RlStatus
+rl_check_arguments(const char *limiter, const char *key, double rate,
+				   int32_t burst, int32_t cost, GcraLimit *limit)
+{
+	RlStatus	status = rl_check_names(limiter, key);
+
+	if (status != RL_OK)
+		return status;
 	switch (gcra_limit_init(limit, rate, burst,
 							rl_clock_us(CLOCK_REALTIME) - RL_PG_EPOCH_US,
 							RL_PG_MAX_TIME_US))
@@ -424,11 +516,17 @@ rl_status_message(RlStatus status)
 		case RL_NULL_ARGUMENT:
 			return "client, options and decision must not be null";
 		case RL_BAD_OPTION:
-			return "deadline_ms, backoff_ms, pool_size, max_keys and warning_interval_ms must be at least 1 (max_keys at most 1073741824), and schema must not be empty";
+			return "deadline_ms, backoff_ms, pool_size, max_keys, warning_interval_ms and policy_refresh_ms must be at least 1 (max_keys at most 1073741824), and schema must not be empty";
 		case RL_NO_MEMORY:
 			return "out of memory";
 		case RL_SYSTEM_ERROR:
 			return "the system gave no monotonic clock or random seed, or libpq is not thread-safe";
+		case RL_UNKNOWN_LIMITER:
+			return "limiter has no policy in rl_policies";
+		case RL_BAD_COUNT:
+			return "requests must have 1 to 16 elements";
+		case RL_DUPLICATE:
+			return "limiters and keys must not name the same pair twice";
 	}
 	return "unknown status";
 }
@@ -595,7 +693,7 @@ rl_table_make_room(RlTable *t, int64_t now, bool evict_live)
 		return true;
 	if (t->heap[0]->full_at_us <= now)
 		victim = t->heap[0];
-	else if (evict_live)
+	else if (evict_live && !t->oldest->pinned)
 		victim = t->oldest;
 	else
 		return false;
@@ -656,6 +754,22 @@ rl_bucket_full_at(const GcraBucket *b)
 	return b->present ? b->tat_us : INT64_MIN;
 }
 
+/*
+ * Put e in its place in the heap: by when both buckets are full again, or
+ * last while pinned, so that making room for another entry of the same call
+ * never forgets it.
+ */
+static void
+rl_entry_fix(RlTable *t, RlEntry *e)
+{
+	e->full_at_us = rl_bucket_full_at(&e->precheck);
+	if (rl_bucket_full_at(&e->memory) > e->full_at_us)
+		e->full_at_us = rl_bucket_full_at(&e->memory);
+	if (e->pinned)
+		e->full_at_us = INT64_MAX;
+	rl_heap_fix(t, e);
+}
+
 /* Set one of e's buckets and keep the heap in order. */
 static void
 rl_entry_set(RlTable *t, RlEntry *e, GcraBucket *bucket, int64_t tat_us,
@@ -664,10 +778,14 @@ rl_entry_set(RlTable *t, RlEntry *e, GcraBucket *bucket, int64_t tat_us,
 	bucket->present = true;
 	bucket->tat_us = tat_us;
 	bucket->interval_us = interval_us;
-	e->full_at_us = rl_bucket_full_at(&e->precheck);
-	if (rl_bucket_full_at(&e->memory) > e->full_at_us)
-		e->full_at_us = rl_bucket_full_at(&e->memory);
-	rl_heap_fix(t, e);
+	rl_entry_fix(t, e);
+}
+
+static void
+rl_entry_pin(RlTable *t, RlEntry *e, bool pinned)
+{
+	e->pinned = pinned;
+	rl_entry_fix(t, e);
 }
 
 /* Decide cost against one bucket of e, storing what the decision says. */
@@ -892,15 +1010,16 @@ rl_connect(RlClient *c, RlConnection *slot, int64_t deadline, char *detail,
 
 /* Run the query within the deadline; *result is its one result on RL_DB_OK. */
 static RlDbResult
-rl_query(RlClient *c, RlConnection *slot, const char *const *values,
-		 int64_t deadline, PGresult **result, char *detail, size_t len)
+rl_query(RlClient *c, RlConnection *slot, const char *query, int nparams,
+		 const char *const *values, int64_t deadline, PGresult **result,
+		 char *detail, size_t len)
 {
 	PGconn	   *conn = slot->conn;
 	PGresult   *res;
 	int			flushed;
 
 	/* an unnamed statement: nothing outlives the transaction (PgBouncer) */
-	if (!PQsendQueryParams(conn, c->query, 5, NULL, values, NULL, NULL, 0))
+	if (!PQsendQueryParams(conn, query, nparams, NULL, values, NULL, NULL, 0))
 		goto failed;
 	slot->in_flight = true;
 	while ((flushed = PQflush(conn)) == 1)
@@ -986,6 +1105,59 @@ rl_parse_decision(const PGresult *res, RlDecision *out)
 	return rl_parse_double(PQgetvalue(res, 0, 3), &out->reset_after);
 }
 
+/*
+ * Run query on a pooled connection within the deadline, after reading
+ * rl_policies into *policies when policies is not NULL.  The results are
+ * the caller's to clear, an error's too (its SQLSTATE may matter).
+ */
+static RlDbResult
+rl_db_call(RlClient *c, const char *query, int nparams,
+		   const char *const *values, PGresult **policies, int64_t deadline,
+		   PGresult **result, char *detail, size_t len)
+{
+	bool		second_try = false;
+
+	for (;;)
+	{
+		RlConnection *slot = rl_pool_acquire(c, deadline);
+		RlDbResult	r;
+		bool		reused;
+		bool		dead;
+
+		*result = NULL;
+		if (policies != NULL)
+			*policies = NULL;
+		if (slot == NULL)
+		{
+			snprintf(detail, len, "no free connection within %d ms (pool_size %d)",
+					 c->deadline_ms, c->pool_size);
+			return RL_DB_BUSY;
+		}
+		reused = slot->conn != NULL;
+		r = reused ? RL_DB_OK : rl_connect(c, slot, deadline, detail, len);
+		if (r == RL_DB_OK && policies != NULL)
+			r = rl_query(c, slot, c->query_policies, 0, NULL, deadline,
+						 policies, detail, len);
+		if (r == RL_DB_OK)
+			r = rl_query(c, slot, query, nparams, values, deadline, result,
+						 detail, len);
+		/* a pooled connection the server closed, e.g. by a restart */
+		dead = reused && r == RL_DB_ERROR && PQstatus(slot->conn) != CONNECTION_OK;
+		rl_pool_release(c, slot,
+						r != RL_DB_TIMEOUT && slot->conn != NULL &&
+						PQstatus(slot->conn) == CONNECTION_OK &&
+						PQtransactionStatus(slot->conn) == PQTRANS_IDLE,
+						dead);
+		if (!dead || second_try)
+			return r;
+		PQclear(*result);
+		if (policies != NULL)
+			PQclear(*policies);
+		/* the server may be back with a new session: try one once */
+		second_try = true;
+	}
+}
+
 /* One decision by rl_take on a pooled connection, within the deadline. */
 static RlDbResult
 rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
@@ -996,48 +1168,21 @@ rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
 	char		burst_text[16];
 	char		cost_text[16];
 	const char *values[5] = {limiter, key, rate_text, burst_text, cost_text};
-	bool		second_try = false;
+	PGresult   *res;
+	RlDbResult	r;
 
 	/* %.17g: the server reads back the same double */
 	snprintf(rate_text, sizeof(rate_text), "%.17g", rate);
 	snprintf(burst_text, sizeof(burst_text), "%d", (int) burst);
 	snprintf(cost_text, sizeof(cost_text), "%d", (int) cost);
-	for (;;)
+	r = rl_db_call(c, c->query, 5, values, NULL, deadline, &res, detail, len);
+	if (r == RL_DB_OK && !rl_parse_decision(res, out))
 	{
-		RlConnection *slot = rl_pool_acquire(c, deadline);
-		PGresult   *res = NULL;
-		RlDbResult	r;
-		bool		reused;
-		bool		dead;
-
-		if (slot == NULL)
-		{
-			snprintf(detail, len, "no free connection within %d ms (pool_size %d)",
-					 c->deadline_ms, c->pool_size);
-			return RL_DB_BUSY;
-		}
-		reused = slot->conn != NULL;
-		r = reused ? RL_DB_OK : rl_connect(c, slot, deadline, detail, len);
-		if (r == RL_DB_OK)
-			r = rl_query(c, slot, values, deadline, &res, detail, len);
-		if (r == RL_DB_OK && !rl_parse_decision(res, out))
-		{
-			snprintf(detail, len, "rl_take answered something that is not a decision");
-			r = RL_DB_ERROR;
-		}
-		PQclear(res);
-		/* a pooled connection the server closed, e.g. by a restart */
-		dead = reused && r == RL_DB_ERROR && PQstatus(slot->conn) != CONNECTION_OK;
-		rl_pool_release(c, slot,
-						r != RL_DB_TIMEOUT && slot->conn != NULL &&
-						PQstatus(slot->conn) == CONNECTION_OK &&
-						PQtransactionStatus(slot->conn) == PQTRANS_IDLE,
-						dead);
-		if (!dead || second_try)
-			return r;
-		/* the server may be back with a new session: try one once */
-		second_try = true;
+		snprintf(detail, len, "rl_take answered something that is not a decision");
+		r = RL_DB_ERROR;
 	}
+	PQclear(res);
+	return r;
 }
 
 
@@ -1074,6 +1219,52 @@ rl_warning_due(RlClient *c, const char *limiter, int64_t now)
 }
 
 /*
+ * Count a decision in memory and warn for each limiter whose warning is
+ * due.  Called with c->lock held; releases it (warnings run outside it).
+ */
+static void
+rl_fallback_done(RlClient *c, const char *const *limiters, int n, int64_t now,
+				 RlReason reason, const char *detail)
+{
+	RlWarning	warn[RL_MAX_REQUESTS];
+	char		message[1024];
+	int			i;
+	int			j;
+
+	c->stats.fallback++;
+	if (reason == RL_REASON_TIMEOUT)
+		c->stats.fallback_timeout++;
+	else
+		c->stats.fallback_error++;
+	for (i = 0; i < n; i++)
+	{
+		/* a limiter named twice in one call warns once */
+		for (j = 0; j < i && strcmp(limiters[j], limiters[i]) != 0; j++)
+			;
+		warn[i] = j < i ? RL_WARN_NONE : rl_warning_due(c, limiters[i], now);
+	}
+	pthread_mutex_unlock(&c->lock);
+	for (i = 0; i < n; i++)
+	{
+		if (warn[i] == RL_WARN_LIMITER)
+			snprintf(message, sizeof(message),
+					 "limiter \"%s\" is decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms",
+					 limiters[i], reason == RL_REASON_TIMEOUT ? "timeout" : "error",
+					 detail, c->backoff_ms);
+		else if (warn[i] == RL_WARN_SUMMARY)
+			snprintf(message, sizeof(message),
+					 "more than %d limiters are decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms; only %d are named, each at most once per %d ms, and this line comes at most once per %d ms",
+					 RL_MAX_WARNED_LIMITERS,
+					 reason == RL_REASON_TIMEOUT ? "timeout" : "error", detail,
+					 c->backoff_ms, RL_MAX_WARNED_LIMITERS,
+					 c->warning_interval_ms, c->warning_interval_ms);
+		if (warn[i] != RL_WARN_NONE)
+			c->warning(c->warning_arg, warn[i] == RL_WARN_LIMITER ? limiters[i] : "",
+					   message);
+	}
+}
+
+/*
  * Decide in memory during an outage, count it, and warn when due.  Called
  * with c->lock held; releases it (the warning runs outside the lock).
  *
@@ -1088,8 +1279,6 @@ rl_fallback(RlClient *c, const uint64_t id[2], const GcraLimit *limit,
 			const char *detail, RlDecision *out)
 {
 	RlEntry    *e = rl_table_get(&c->table, id, now, false);
-	char		message[1024];
-	RlWarning	warn;
 
 	if (e != NULL)
 	{
@@ -1116,28 +1305,7 @@ rl_fallback(RlClient *c, const uint64_t id[2], const GcraLimit *limit,
 		out->source = RL_SOURCE_FALLBACK;
 		c->stats.no_room++;
 	}
-	c->stats.fallback++;
-	if (reason == RL_REASON_TIMEOUT)
-		c->stats.fallback_timeout++;
-	else
-		c->stats.fallback_error++;
-	warn = rl_warning_due(c, limiter, now);
-	if (warn == RL_WARN_LIMITER)
-		snprintf(message, sizeof(message),
-				 "limiter \"%s\" is decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms",
-				 limiter, reason == RL_REASON_TIMEOUT ? "timeout" : "error",
-				 detail, c->backoff_ms);
-	else if (warn == RL_WARN_SUMMARY)
-		snprintf(message, sizeof(message),
-				 "more than %d limiters are decided in memory at the same limit: the database failed (%s: %s); it is tried again at most every %d ms; only %d are named, each at most once per %d ms, and this line comes at most once per %d ms",
-				 RL_MAX_WARNED_LIMITERS,
-				 reason == RL_REASON_TIMEOUT ? "timeout" : "error", detail,
-				 c->backoff_ms, RL_MAX_WARNED_LIMITERS,
-				 c->warning_interval_ms, c->warning_interval_ms);
-	pthread_mutex_unlock(&c->lock);
-	if (warn != RL_WARN_NONE)
-		c->warning(c->warning_arg, warn == RL_WARN_LIMITER ? limiter : "",
-				   message);
+	rl_fallback_done(c, &limiter, 1, now, reason, detail);
 	return RL_OK;
 }
 
@@ -1272,6 +1440,743 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 }
 
 
+/* ---- decisions by policy, and over several limits ---- */
+
+/* Which SQL call decides. */
+typedef enum RlCall
+{
+	RL_CALL_POLICY,				/* rl_take(limiter, key, cost) */
+	RL_CALL_ALL,				/* rl_take_all(..., rates, bursts, costs) */
+	RL_CALL_ALL_POLICY			/* rl_take_all(limiters, keys, costs) */
+} RlCall;
+
+/* One request as the client decides it. */
+typedef struct RlItem
+{
+	const char *limiter;
+	const char *key;
+	double		rate;
+	int32_t		burst;
+	int32_t		cost;
+	uint64_t	id[2];
+	bool		known;			/* rate and burst known: explicit, or read */
+	bool		shadow;
+	GcraLimit	limit;
+} RlItem;
+
+static int
+rl_policy_cmp(const void *a, const void *b)
+{
+	return strcmp(((const RlPolicy *) a)->limiter,
+				  ((const RlPolicy *) b)->limiter);
+}
+
+static void
+rl_policies_free(RlPolicy *policies, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		free(policies[i].limiter);
+	free(policies);
+}
+
+/*
+ * The items' limits from the last read of rl_policies (c->lock held).  A
+ * limiter not in it, or whose policy this client cannot use, is not known:
+ * the database decides on it without a pre-check.
+ */
+static void
+rl_policies_apply(RlClient *c, RlItem *items, int n)
+{
+	int64_t		wall = rl_clock_us(CLOCK_REALTIME) - RL_PG_EPOCH_US;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		RlPolicy	want = {.limiter = (char *) items[i].limiter};
+		const RlPolicy *p = c->npolicies == 0 ? NULL :
+			bsearch(&want, c->policies, c->npolicies, sizeof(RlPolicy),
+					rl_policy_cmp);
+
+		items[i].known = p != NULL &&
+			gcra_limit_init(&items[i].limit, p->rate, p->burst, wall,
+							RL_PG_MAX_TIME_US) == GCRA_OK;
+		if (items[i].known)
+		{
+			items[i].rate = p->rate;
+			items[i].burst = p->burst;
+			items[i].shadow = p->shadow;
+		}
+	}
+}
+
+/* rl_policies as read; false when the answer is not that table. */
+static bool
+rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
+{
+	int			n = PQntuples(res);
+	RlPolicy   *p;
+	int			i;
+
+	if (PQnfields(res) != 4)
+		return false;
+	p = calloc(n > 0 ? n : 1, sizeof(RlPolicy));
+	if (p == NULL)
+		return false;
+	for (i = 0; i < n; i++)
+	{
+		p[i].limiter = strdup(PQgetvalue(res, i, 0));
+		p[i].rate = strtod(PQgetvalue(res, i, 1), NULL);
+		p[i].burst = (int32_t) strtol(PQgetvalue(res, i, 2), NULL, 10);
+		p[i].shadow = strcmp(PQgetvalue(res, i, 3), "t") == 0;
+		if (p[i].limiter == NULL)
+		{
+			rl_policies_free(p, i);
+			return false;
+		}
+	}
+	qsort(p, n, sizeof(RlPolicy), rl_policy_cmp);
+	*policies = p;
+	*count = n;
+	return true;
+}
+
+/* An array literal of the items' limiters or keys, every element quoted. */
+static char *
+rl_text_array(const RlItem *items, int n, bool keys)
+{
+	size_t		size = 3;
+	char	   *text;
+	char	   *p;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		size += 2 * strlen(keys ? items[i].key : items[i].limiter) + 3;
+	text = malloc(size);
+	if (text == NULL)
+		return NULL;
+	p = text;
+	*p++ = '{';
+	for (i = 0; i < n; i++)
+	{
+		const char *s = keys ? items[i].key : items[i].limiter;
+
+		if (i > 0)
+			*p++ = ',';
+		*p++ = '"';
+		for (; *s != '\0'; s++)
+		{
+			if (*s == '"' || *s == '\\')
+				*p++ = '\\';
+			*p++ = *s;
+		}
+		*p++ = '"';
+	}
+	strcpy(p, "}");
+	return text;
+}
+
+/* An array literal of the items' rates (0), bursts (1) or costs (2). */
+static void
+rl_number_array(const RlItem *items, int n, int which, char *text)
+{
+	char	   *p = text;
+	int			i;
+
+	*p++ = '{';
+	for (i = 0; i < n; i++)
+	{
+		if (i > 0)
+			*p++ = ',';
+		/* %.17g: the server reads back the same double */
+		if (which == 0)
+			p += sprintf(p, "%.17g", items[i].rate);
+		else
+			p += sprintf(p, "%d", (int) (which == 1 ? items[i].burst : items[i].cost));
+	}
+	strcpy(p, "}");
+}
+
+/* rl_take_all's row and each bucket's reset_after; false when it is not. */
+static bool
+rl_parse_decision_all(const PGresult *res, const RlItem *items, int n,
+					  RlDecisionAll *out, double *resets)
+{
+	const char *p;
+	int			i;
+
+	if (PQntuples(res) != 1 || PQnfields(res) != 6 ||
+		PQgetisnull(res, 0, 4) || PQgetisnull(res, 0, 5))
+		return false;
+	out->allowed = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	out->remaining = (int32_t) strtol(PQgetvalue(res, 0, 1), NULL, 10);
+	if (PQgetisnull(res, 0, 2))
+		out->retry_after = INFINITY;
+	else if (!rl_parse_double(PQgetvalue(res, 0, 2), &out->retry_after))
+		return false;
+	if (!rl_parse_double(PQgetvalue(res, 0, 3), &out->reset_after))
+		return false;
+	for (i = 0; i < n && strcmp(items[i].limiter, PQgetvalue(res, 0, 4)) != 0; i++)
+		;
+	if (i == n)
+		return false;
+	out->binding = i;
+	out->source = RL_SOURCE_DATABASE;
+	/* {r1,r2,...} in the order of the requests */
+	p = PQgetvalue(res, 0, 5);
+	for (i = 0; i < n; i++)
+	{
+		char	   *end;
+
+		if (*p != (i == 0 ? '{' : ','))
+			return false;
+		resets[i] = strtod(p + 1, &end);
+		if (end == p + 1 || !isfinite(resets[i]) || resets[i] < 0)
+			return false;
+		p = end;
+	}
+	return strcmp(p, "}") == 0;
+}
+
+/*
+ * One decision of call by the database.  When read_policies, rl_policies is
+ * read first, on the same connection, into *policies.  RL_DB_UNKNOWN: the
+ * database has no policy for items[*unknown].
+ */
+static RlDbResult
+rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
+			 bool read_policies, int64_t deadline, RlDecisionAll *out,
+			 double *resets, RlPolicy **policies, int *npolicies,
+			 int *unknown, char *detail, size_t len)
+{
+	char	   *limiters = NULL;
+	char	   *keys = NULL;
+	char		rates[RL_MAX_REQUESTS * 26 + 2];
+	char		bursts[RL_MAX_REQUESTS * 12 + 2];
+	char		costs[RL_MAX_REQUESTS * 12 + 2];
+	const char *values[5];
+	const char *query;
+	int			nparams;
+	PGresult   *res;
+	PGresult   *read = NULL;
+	RlDbResult	r;
+
+	if (call == RL_CALL_POLICY)
+	{
+		snprintf(costs, sizeof(costs), "%d", (int) items[0].cost);
+		values[0] = items[0].limiter;
+		values[1] = items[0].key;
+		values[2] = costs;
+		query = c->query_policy;
+		nparams = 3;
+	}
+	else
+	{
+		limiters = rl_text_array(items, n, false);
+		keys = rl_text_array(items, n, true);
+		if (limiters == NULL || keys == NULL)
+		{
+			free(limiters);
+			free(keys);
+			snprintf(detail, len, "out of memory");
+			return RL_DB_ERROR;
+		}
+		rl_number_array(items, n, 0, rates);
+		rl_number_array(items, n, 1, bursts);
+		rl_number_array(items, n, 2, costs);
+		values[0] = limiters;
+		values[1] = keys;
+		values[2] = call == RL_CALL_ALL ? rates : costs;
+		values[3] = bursts;
+		values[4] = costs;
+		query = call == RL_CALL_ALL ? c->query_all : c->query_all_policy;
+		nparams = call == RL_CALL_ALL ? 5 : 3;
+	}
+	r = rl_db_call(c, query, nparams, values, read_policies ? &read : NULL,
+				   deadline, &res, detail, len);
+	free(limiters);
+	free(keys);
+
+	if (read != NULL && PQresultStatus(read) == PGRES_TUPLES_OK &&
+		!rl_policies_parse(read, policies, npolicies) && r == RL_DB_OK)
+	{
+		snprintf(detail, len, "rl_policies could not be read");
+		r = RL_DB_ERROR;
+	}
+	PQclear(read);
+	if (r == RL_DB_ERROR && res != NULL &&
+		PQresultStatus(res) == PGRES_FATAL_ERROR &&
+		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
+			   PQresultErrorField(res, PG_DIAG_SQLSTATE) : "", "42704") == 0)
+	{
+		/* "element N of the arrays of rl_take_all" says which */
+		const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+		const char *element = context ? strstr(context, "element ") : NULL;
+
+		*unknown = element != NULL ? atoi(element + 8) - 1 : 0;
+		if (*unknown < 0 || *unknown >= n)
+			*unknown = 0;
+		r = RL_DB_UNKNOWN;
+	}
+	else if (r == RL_DB_OK && call == RL_CALL_POLICY)
+	{
+		RlDecision	d;
+
+		if (rl_parse_decision(res, &d))
+		{
+			out->allowed = d.allowed;
+			out->remaining = d.remaining;
+			out->retry_after = d.retry_after;
+			out->reset_after = d.reset_after;
+			out->binding = 0;
+			out->source = RL_SOURCE_DATABASE;
+			resets[0] = d.reset_after;
+		}
+		else
+		{
+			snprintf(detail, len, "rl_take answered something that is not a decision");
+			r = RL_DB_ERROR;
+		}
+	}
+	else if (r == RL_DB_OK && !rl_parse_decision_all(res, items, n, out, resets))
+	{
+		snprintf(detail, len, "rl_take_all answered something that is not a decision");
+		r = RL_DB_ERROR;
+	}
+	PQclear(res);
+	return r;
+}
+
+/* The answer of a combined decision. */
+static void
+rl_decision_from_combined(RlDecisionAll *out, const GcraCombined *c,
+						  RlSource source)
+{
+	out->allowed = c->allowed;
+	out->remaining = c->remaining;
+	out->retry_after = c->retry_known ? c->retry_after_us / 1e6 : INFINITY;
+	out->reset_after = c->reset_after_us / 1e6;
+	out->binding = c->binding;
+	out->source = source;
+}
+
+/* The entry of id if memory holds it, without using it. */
+static RlEntry *
+rl_table_find(RlTable *t, const uint64_t id[2])
+{
+	RlEntry    *e;
+
+	for (e = t->slots[id[0] & t->mask]; e != NULL; e = e->chain)
+		if (e->id[0] == id[0] && e->id[1] == id[1])
+			return e;
+	return NULL;
+}
+
+/*
+ * The pre-check of a call, all or nothing over the buckets of twice the
+ * burst (gcra_decide_all): true when it refuses, with out set to the
+ * database's last answers for the keys carried forward in time, and the
+ * later of the times at which the database and the pre-check would let the
+ * call through.  A request of cost > burst, a shadow one (it never denies)
+ * and one of an unknown limit are not pre-checked.  c->lock held.
+ */
+static bool
+rl_precheck_all(RlClient *c, const RlItem *items, int n, int64_t now,
+				RlDecisionAll *out)
+{
+	GcraRequest requests[RL_MAX_REQUESTS];
+	GcraDecision d[RL_MAX_REQUESTS];
+	RlEntry    *entries[RL_MAX_REQUESTS];
+	int			which[RL_MAX_REQUESTS];
+	GcraCombined pre;
+	GcraCombined peek;
+	GcraCombined take;
+	int64_t		wall = rl_clock_us(CLOCK_REALTIME) - RL_PG_EPOCH_US;
+	int			m = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		const RlItem *it = &items[i];
+		GcraRequest *r = &requests[m];
+
+		if (!it->known || it->shadow || it->cost > it->burst ||
+			gcra_limit_init(&r->limit, it->rate,
+							it->burst > INT32_MAX / 2 ? INT32_MAX : 2 * it->burst,
+							wall, RL_PG_MAX_TIME_US) != GCRA_OK)
+			continue;
+		entries[m] = rl_table_get(&c->table, it->id, now, false);
+		if (entries[m] == NULL)
+			continue;
+		rl_entry_pin(&c->table, entries[m], true);
+		r->bucket = entries[m]->precheck;
+		r->cost = it->cost;
+		r->shadow = false;
+		which[m++] = i;
+	}
+	if (m == 0)
+		return false;
+	pre = gcra_decide_all(requests, m, now, d);
+	for (i = 0; i < m; i++)
+	{
+		if (d[i].store)
+			rl_entry_set(&c->table, entries[i], &entries[i]->precheck,
+						 d[i].new_tat_us, requests[i].limit.interval_us);
+		rl_entry_pin(&c->table, entries[i], false);
+	}
+	if (pre.allowed)
+		return false;
+
+	/* the database's last answers, neither stored */
+	m = 0;
+	for (i = 0; i < n; i++)
+	{
+		RlEntry    *e = rl_table_find(&c->table, items[i].id);
+
+		if (!items[i].known)
+			continue;
+		requests[m].limit = items[i].limit;
+		requests[m].bucket = e != NULL ? e->memory : (GcraBucket) {0};
+		requests[m].cost = 0;
+		requests[m].shadow = items[i].shadow;
+		m++;
+	}
+	peek = gcra_decide_all(requests, m, now, d);
+	m = 0;
+	for (i = 0; i < n; i++)
+		if (items[i].known)
+			requests[m++].cost = items[i].cost;
+	take = gcra_decide_all(requests, m, now, d);
+	rl_decision_from_combined(out, &peek, RL_SOURCE_LOCAL);
+	out->allowed = false;
+	out->binding = which[pre.binding];
+	if (take.allowed || (take.retry_known && take.retry_after_us < pre.retry_after_us))
+		out->retry_after = pre.retry_after_us / 1e6;
+	else
+		out->retry_after = take.retry_known ? take.retry_after_us / 1e6 : INFINITY;
+	return true;
+}
+
+/*
+ * Decide in memory during an outage, all or nothing (gcra_decide_all), by
+ * the last known limits; count it and warn when due.  A call with a limiter
+ * whose policy was never read, or a key without a bucket and without room,
+ * is refused: never allowed for want of a limit or of memory.  Called with
+ * c->lock held; releases it.
+ */
+static RlStatus
+rl_fallback_all(RlClient *c, const RlItem *items, int n, int64_t now,
+				RlReason reason, const char *detail, RlDecisionAll *out)
+{
+	GcraRequest requests[RL_MAX_REQUESTS] = {0};
+	GcraDecision d[RL_MAX_REQUESTS];
+	RlEntry    *entries[RL_MAX_REQUESTS];
+	const char *limiters[RL_MAX_REQUESTS];
+	int			got = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		limiters[i] = items[i].limiter;
+	for (i = 0; i < n; i++)
+	{
+		if (!items[i].known)
+		{
+			/* refused until the database answers again */
+			int64_t		wait = c->retry_db_at_us > now ? c->retry_db_at_us - now : 0;
+
+			out->allowed = false;
+			out->remaining = 0;
+			out->retry_after = wait / 1e6;
+			out->reset_after = wait / 1e6;
+			out->binding = i;
+			out->source = RL_SOURCE_FALLBACK;
+			c->stats.no_policy++;
+			rl_fallback_done(c, limiters, n, now, reason, detail);
+			return RL_OK;
+		}
+	}
+	for (; got < n; got++)
+	{
+		entries[got] = rl_table_get(&c->table, items[got].id, now, false);
+		if (entries[got] == NULL)
+			break;
+		rl_entry_pin(&c->table, entries[got], true);
+		requests[got].limit = items[got].limit;
+		requests[got].bucket = entries[got]->memory;
+		requests[got].cost = items[got].cost;
+		requests[got].shadow = items[got].shadow;
+	}
+	if (got == n)
+	{
+		GcraCombined combined = gcra_decide_all(requests, n, now, d);
+
+		for (i = 0; i < n; i++)
+			if (d[i].store)
+				rl_entry_set(&c->table, entries[i], &entries[i]->memory,
+							 d[i].new_tat_us, requests[i].limit.interval_us);
+		rl_decision_from_combined(out, &combined, RL_SOURCE_FALLBACK);
+	}
+	for (i = 0; i < got; i++)
+		rl_entry_pin(&c->table, entries[i], false);
+	if (got < n && c->table.count < c->table.max)
+	{
+		/* room, but no memory for a bucket: never allowed for want of it */
+		pthread_mutex_unlock(&c->lock);
+		return RL_NO_MEMORY;
+	}
+	if (got < n)
+	{
+		double		room_after = (c->table.heap[0]->full_at_us - now) / 1e6;
+
+		out->allowed = false;
+		out->remaining = 0;
+		/* cost > burst is never allowed, with a bucket or without */
+		out->retry_after = items[got].cost > items[got].burst ? INFINITY : room_after;
+		out->reset_after = room_after;
+		out->binding = got;
+		out->source = RL_SOURCE_FALLBACK;
+		c->stats.no_room++;
+	}
+	rl_fallback_done(c, limiters, n, now, reason, detail);
+	return RL_OK;
+}
+
+/*
+ * A decision of call over items, whose arguments are checked: as
+ * rl_client_take decides, the pre-check and the fallback deciding all or
+ * nothing.  A call by policy reads rl_policies first when the last read is
+ * older than policy_refresh_ms (on the same connection, within the same
+ * deadline); during an outage, the last read decides.
+ */
+static RlStatus
+rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
+{
+	bool		by_policy = call != RL_CALL_ALL;
+	bool		read_policies = false;
+	int64_t		deadline = rl_now_us() + c->deadline_us;
+	int64_t		now;
+	double		resets[RL_MAX_REQUESTS];
+	RlPolicy   *policies = NULL;
+	int			npolicies = 0;
+	int			unknown = 0;
+	RlDbResult	r;
+	RlReason	reason;
+	char		detail[RL_DETAIL_LEN];
+	int			i;
+
+	pthread_mutex_lock(&c->lock);
+	now = rl_now_us();
+	if (by_policy)
+	{
+		rl_policies_apply(c, items, n);
+		/* this call reads them; the others meanwhile use the last read */
+		if (now >= c->policies_due_us)
+		{
+			read_policies = true;
+			c->policies_due_us = now + c->policy_refresh_us;
+		}
+	}
+	if (c->retry_db_at_us != 0 && now < c->retry_db_at_us)
+	{
+		snprintf(detail, sizeof(detail), "%s", c->failure);
+		if (read_policies)
+			c->policies_due_us = 0;
+		return rl_fallback_all(c, items, n, now, c->failure_reason, detail, out);
+	}
+	/* a due read goes to the database: the pre-check waits for its policy */
+	if (!read_policies && rl_precheck_all(c, items, n, now, out))
+	{
+		c->stats.local++;
+		pthread_mutex_unlock(&c->lock);
+		return RL_OK;
+	}
+	if (c->retry_db_at_us != 0)
+		c->retry_db_at_us = now + c->backoff_us;
+	pthread_mutex_unlock(&c->lock);
+
+	r = rl_db_decide(c, call, items, n, read_policies, deadline, out, resets,
+					 &policies, &npolicies, &unknown, detail, sizeof(detail));
+
+	pthread_mutex_lock(&c->lock);
+	now = rl_now_us();
+	if (policies != NULL)
+	{
+		rl_policies_free(c->policies, c->npolicies);
+		c->policies = policies;
+		c->npolicies = npolicies;
+		c->stats.policy_reads++;
+		rl_policies_apply(c, items, n);
+	}
+	else if (read_policies)
+		c->policies_due_us = 0;
+	if (r == RL_DB_UNKNOWN)
+	{
+		c->retry_db_at_us = 0;
+		pthread_mutex_unlock(&c->lock);
+		memset(out, 0, sizeof(*out));
+		out->binding = unknown;
+		return RL_UNKNOWN_LIMITER;
+	}
+	if (r == RL_DB_OK)
+	{
+		c->retry_db_at_us = 0;
+		c->stats.database++;
+		/* each bucket's shared fill level, for an outage that starts now */
+		for (i = 0; i < n; i++)
+		{
+			RlEntry    *e;
+
+			if (!items[i].known)
+			{
+				/* a policy made since the last read: read them again */
+				c->policies_due_us = 0;
+				continue;
+			}
+			e = rl_table_get(&c->table, items[i].id, now, true);
+			if (e != NULL)
+				rl_entry_set(&c->table, e, &e->memory,
+							 now + rl_seconds_to_us(resets[i], items[i].limit.tolerance_us),
+							 items[i].limit.interval_us);
+		}
+		pthread_mutex_unlock(&c->lock);
+		return RL_OK;
+	}
+	reason = r == RL_DB_ERROR ? RL_REASON_ERROR : RL_REASON_TIMEOUT;
+	if (r != RL_DB_BUSY)
+	{
+		c->retry_db_at_us = now + c->backoff_us;
+		c->failure_reason = reason;
+		snprintf(c->failure, sizeof(c->failure), "%s", detail);
+	}
+	return rl_fallback_all(c, items, n, now, reason, detail, out);
+}
+
+/*
+ * Check the requests of a multi-limit call as rl_take_all checks them, and
+ * make its items; *bad is the request at fault.
+ */
+static RlStatus
+rl_check_requests(RlClient *c, const RlRequest *requests, int n,
+				  bool by_policy, RlItem *items, int *bad)
+{
+	int			i;
+	int			j;
+
+	*bad = 0;
+	if (requests == NULL)
+		return RL_NULL_ARGUMENT;
+	if (n < 1 || n > RL_MAX_REQUESTS)
+		return RL_BAD_COUNT;
+	for (i = 0; i < n; i++)
+	{
+		const RlRequest *q = &requests[i];
+		RlItem	   *it = &items[i];
+		RlStatus	status;
+
+		*bad = i;
+		memset(it, 0, sizeof(*it));
+		it->limiter = q->limiter;
+		it->key = q->key;
+		it->cost = q->cost;
+		if (by_policy)
+		{
+			status = rl_check_names(q->limiter, q->key);
+			if (status == RL_OK && q->cost < 0)
+				status = RL_BAD_COST;
+		}
+		else
+		{
+			status = rl_check_arguments(q->limiter, q->key, q->rate, q->burst,
+										q->cost, &it->limit);
+			it->known = true;
+			it->rate = q->rate;
+			it->burst = q->burst;
+		}
+		if (status != RL_OK)
+			return status;
+		rl_identity(c, it->limiter, it->key, it->id);
+	}
+	for (i = 0; i < n; i++)
+	{
+		for (j = 0; j < i; j++)
+		{
+			if (items[i].id[0] == items[j].id[0] && items[i].id[1] == items[j].id[1])
+			{
+				*bad = i;
+				return RL_DUPLICATE;
+			}
+		}
+	}
+	return RL_OK;
+}
+
+static RlStatus
+rl_take_all_call(RlClient *c, const RlRequest *requests, int n,
+				 RlDecisionAll *decision, bool by_policy)
+{
+	RlItem		items[RL_MAX_REQUESTS];
+	RlStatus	status;
+	int			bad;
+
+	if (decision == NULL)
+		return RL_NULL_ARGUMENT;
+	memset(decision, 0, sizeof(*decision));
+	if (c == NULL)
+		return RL_NULL_ARGUMENT;
+	status = rl_check_requests(c, requests, n, by_policy, items, &bad);
+	if (status != RL_OK)
+	{
+		decision->binding = bad;
+		return status;
+	}
+	return rl_decide(c, by_policy ? RL_CALL_ALL_POLICY : RL_CALL_ALL, items, n,
+					 decision);
+}
+
+RlStatus
+rl_client_take_all(RlClient *client, const RlRequest *requests, int n,
+				   RlDecisionAll *decision)
+{
+	return rl_take_all_call(client, requests, n, decision, false);
+}
+
+RlStatus
+rl_client_take_all_policy(RlClient *client, const RlRequest *requests, int n,
+						  RlDecisionAll *decision)
+{
+	return rl_take_all_call(client, requests, n, decision, true);
+}
+
+RlStatus
+rl_client_take_policy(RlClient *client, const char *limiter, const char *key,
+					  int32_t cost, RlDecision *decision)
+{
+	RlItem		item = {.limiter = limiter, .key = key, .cost = cost};
+	RlDecisionAll all;
+	RlStatus	status;
+
+	if (decision == NULL)
+		return RL_NULL_ARGUMENT;
+	memset(decision, 0, sizeof(*decision));
+	if (client == NULL)
+		return RL_NULL_ARGUMENT;
+	status = rl_check_names(limiter, key);
+	if (status == RL_OK && cost < 0)
+		status = RL_BAD_COST;
+	if (status != RL_OK)
+		return status;
+	rl_identity(client, limiter, key, item.id);
+	status = rl_decide(client, RL_CALL_POLICY, &item, 1, &all);
+	decision->allowed = all.allowed;
+	decision->remaining = all.remaining;
+	decision->retry_after = all.retry_after;
+	decision->reset_after = all.reset_after;
+	decision->source = all.source;
+	return status;
+}
+
+
 /* ---- the client ---- */
 
 static void
@@ -1292,36 +2197,62 @@ rl_client_options_init(RlClientOptions *options)
 	options->pool_size = 4;
 	options->max_keys = 100000;
 	options->warning_interval_ms = 60000;
+	options->policy_refresh_ms = 10000;
 }
 
-/* SELECT ... FROM "schema".rl_take(...), the schema quoted as an identifier. */
+/*
+ * text with each @ replaced by "schema". (the schema quoted as an
+ * identifier), or by nothing without a schema.
+ */
 static char *
-rl_build_query(const char *schema)
+rl_build_query(const char *schema, const char *text)
 {
-	static const char head[] = "SELECT allowed, remaining, retry_after, reset_after FROM ";
-	static const char call[] = "rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)";
-	char	   *query = malloc(sizeof(head) + sizeof(call) +
-							   (schema ? 2 * strlen(schema) + 3 : 0));
+	size_t		size = strlen(text) + 1;
+	const char *t;
+	char	   *query;
 	char	   *p;
 
+	for (t = text; *t != '\0'; t++)
+		if (*t == '@' && schema != NULL)
+			size += 2 * strlen(schema) + 3;
+	query = malloc(size);
 	if (query == NULL)
 		return NULL;
-	p = stpcpy(query, head);
-	if (schema != NULL)
+	p = query;
+	for (t = text; *t != '\0'; t++)
 	{
-		*p++ = '"';
-		for (; *schema != '\0'; schema++)
+		const char *s;
+
+		if (*t != '@')
 		{
-			if (*schema == '"')
+			*p++ = *t;
+			continue;
+		}
+		if (schema == NULL)
+			continue;
+		*p++ = '"';
+		for (s = schema; *s != '\0'; s++)
+		{
+			if (*s == '"')
 				*p++ = '"';
-			*p++ = *schema;
+			*p++ = *s;
 		}
 		*p++ = '"';
 		*p++ = '.';
 	}
-	strcpy(p, call);
+	*p = '\0';
 	return query;
 }
+
+/*
+ * The multi-limit queries also answer each bucket's reset_after, by peeks
+ * after the decision (the subquery refers to its row), so that an outage
+ * continues from every bucket's shared fill level.
+ */
+#define RL_DECISION_COLUMNS "SELECT allowed, remaining, retry_after, reset_after FROM "
+#define RL_ALL_COLUMNS "SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, " \
+	"(SELECT array_agg(p.reset_after ORDER BY u.i) FROM "
+#define RL_ALL_WHERE " WHERE a.allowed IS NOT NULL) FROM "
 
 /* Arrays for a table of at most max entries; false without memory. */
 static bool
@@ -1359,6 +2290,11 @@ rl_client_release(RlClient *c)
 	rl_table_free(&c->warned);
 	free(c->pool);
 	free(c->query);
+	free(c->query_policy);
+	free(c->query_all);
+	free(c->query_all_policy);
+	free(c->query_policies);
+	rl_policies_free(c->policies, c->npolicies);
 	free(c->conninfo);
 	free(c);
 }
@@ -1376,6 +2312,7 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	if (options->deadline_ms < 1 || options->backoff_ms < 1 ||
 		options->pool_size < 1 || options->max_keys < 1 ||
 		options->max_keys > (1 << 30) || options->warning_interval_ms < 1 ||
+		options->policy_refresh_ms < 1 ||
 		(options->schema != NULL && options->schema[0] == '\0'))
 		return RL_BAD_OPTION;
 	if (!PQisthreadsafe())
@@ -1385,11 +2322,26 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	if (c == NULL)
 		return RL_NO_MEMORY;
 	c->conninfo = strdup(options->conninfo ? options->conninfo : "");
-	c->query = rl_build_query(options->schema);
+	c->query = rl_build_query(options->schema, RL_DECISION_COLUMNS
+							  "@rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)");
+	c->query_policy = rl_build_query(options->schema, RL_DECISION_COLUMNS
+									 "@rl_take($1::text, $2::text, $3::int4)");
+	c->query_all = rl_build_query(options->schema, RL_ALL_COLUMNS
+								  "unnest($1::text[], $2::text[], $3::float8[], $4::int4[]) WITH ORDINALITY AS u(l, k, r, b, i), "
+								  "@rl_take(u.l, u.k, u.r, u.b, 0) AS p" RL_ALL_WHERE
+								  "@rl_take_all($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a");
+	c->query_all_policy = rl_build_query(options->schema, RL_ALL_COLUMNS
+										 "unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(l, k, i), "
+										 "@rl_take(u.l, u.k, 0) AS p" RL_ALL_WHERE
+										 "@rl_take_all($1::text[], $2::text[], $3::int4[]) AS a");
+	c->query_policies = rl_build_query(options->schema,
+									   "SELECT limiter, rate, burst, shadow FROM @rl_policies");
 	c->pool = calloc(options->pool_size, sizeof(RlConnection));
 	if (!rl_table_init(&c->table, options->max_keys) ||
 		!rl_table_init(&c->warned, RL_MAX_WARNED_LIMITERS) ||
-		c->conninfo == NULL || c->query == NULL || c->pool == NULL)
+		c->conninfo == NULL || c->query == NULL || c->query_policy == NULL ||
+		c->query_all == NULL || c->query_all_policy == NULL ||
+		c->query_policies == NULL || c->pool == NULL)
 	{
 		rl_client_release(c);
 		return RL_NO_MEMORY;
@@ -1400,6 +2352,7 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	c->deadline_us = (int64_t) options->deadline_ms * 1000;
 	c->backoff_us = (int64_t) options->backoff_ms * 1000;
 	c->warning_interval_us = (int64_t) options->warning_interval_ms * 1000;
+	c->policy_refresh_us = (int64_t) options->policy_refresh_ms * 1000;
 	c->pool_size = options->pool_size;
 	c->warning = options->warning ? options->warning : rl_warn_stderr;
 	c->warning_arg = options->warning_arg;
