@@ -64,13 +64,26 @@ is(scalar(@{ $answers{table} }), 3000, 'the table store answered every call');
 my @allowed = grep { /^\d+\|t\|/ } @{ $answers{table} };
 my @denied = grep { /^\d+\|f\|/ } @{ $answers{table} };
 cmp_ok(scalar(@allowed), '>', 500, 'many calls were allowed');
-cmp_ok(scalar(@denied), '>', 500, 'many calls were denied');
+cmp_ok(scalar(@denied), '>', 200, 'many calls were denied');
 is($answers{'memory status'}, 'memory|t|f', 'the memory store decided everything in memory');
 is($answers{'memory_full status'}, 'memory|t|t', 'the small memory store also decided in rl_buckets');
 
+# rl_reset answers true when it removed a bucket, even one already full
+# again; such a bucket may have been forgotten first (a row by cleanup, a
+# slot by a new key that needed it), so only there may the full memory
+# store answer false where the table answers true
+sub same
+{
+	my ($store, $i) = @_;
+	my ($table, $other) = ($answers{table}[$i], $answers{$store}[$i] // '');
+	return $table eq $other
+	  || ($store eq 'memory_full' && $calls[$i] =~ /rl_reset/
+		&& $table =~ /\|t$/ && $other eq ($table =~ s/t$/f/r));
+}
+
 for my $store (qw(memory memory_full))
 {
-	my @differ = grep { $answers{table}[$_] ne ($answers{$store}[$_] // '') } 0 .. 2999;
+	my @differ = grep { !same($store, $_) } 0 .. 2999;
 	is(scalar(@differ), 0, "$store: every one of the 3000 answers is the table store's")
 	  or diag(join "\n", map { "$calls[$_]\n  table: $answers{table}[$_]\n  $store: "
 		  . ($answers{$store}[$_] // 'none') } @differ[ 0 .. ($#differ < 4 ? $#differ : 4) ]);
