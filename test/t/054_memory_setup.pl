@@ -15,9 +15,9 @@ $bare->append_conf('postgresql.conf', 'ratelimit.store = memory');
 $bare->start;
 $bare->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 for my $call (
+	q{SELECT rl_reset('login', 'nobody')},
 	q{SELECT rl_take('login', 'ada', 1, 1)},
-	q{SELECT rl_take_at('login', 'ada', 1, 1, 1, now())},
-	q{SELECT rl_reset('login', 'ada')},
+	q{SELECT rl_take_at('login', 'bob', 1, 1, 1, now())},
 	q{SELECT rl_cleanup()},
 	q{SELECT rl_store_status()})
 {

@@ -46,6 +46,15 @@ for my $i (1 .. 3000)
 }
 my $script = join("\n", @calls);
 
+# Calls at times that do not follow each other: 16 keys spent at T, a new
+# key decided a day later, then the 16 keys again at T + 10 s.  rl_take_at's
+# clock is the caller's; a bucket live at T + 10 s stays spent.
+my $t = q{timestamptz '2040-01-01 00:00:00+00'};
+my $clocks = join("\n",
+	(map { "SELECT 'spend $_', allowed FROM rl_take_at('fill', '$_', 0.001, 1, 1, $t);" } 1 .. 16),
+	"SELECT 'a day later', allowed FROM rl_take_at('late', 'k', 0.001, 1, 1, $t + interval '1 day');",
+	(map { "SELECT 'again $_', allowed FROM rl_take_at('fill', '$_', 0.001, 1, 1, $t + interval '10 s');" } 1 .. 16));
+
 my %answers;
 for my $store (sort keys %conf)
 {
@@ -55,6 +64,7 @@ for my $store (sort keys %conf)
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 	$answers{$store} = [ split /\n/, $node->safe_psql('postgres', $script) ];
+	$answers{"$store clocks"} = $node->safe_psql('postgres', $clocks);
 	$answers{"$store status"} = $node->safe_psql('postgres',
 		'SELECT store, coalesce(memory_used, 0) + table_buckets > 0, table_buckets > 0 FROM rl_store_status()');
 	$node->stop;
@@ -87,6 +97,14 @@ for my $store (qw(memory memory_full))
 	is(scalar(@differ), 0, "$store: every one of the 3000 answers is the table store's")
 	  or diag(join "\n", map { "$calls[$_]\n  table: $answers{table}[$_]\n  $store: "
 		  . ($answers{$store}[$_] // 'none') } @differ[ 0 .. ($#differ < 4 ? $#differ : 4) ]);
+}
+
+like($answers{'table clocks'}, qr/again 1\|f\n(again \d+\|f\n){14}again 16\|f$/,
+	'table store: the 16 buckets are still spent at T + 10 s');
+for my $store (qw(memory memory_full))
+{
+	is($answers{"$store clocks"}, $answers{'table clocks'},
+		"$store: a call a day ahead forgets no bucket that is live at T + 10 s");
 }
 
 done_testing();
