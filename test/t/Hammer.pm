@@ -1,6 +1,6 @@
-# hammer($node, SCRIPT, PROCESSES, TRANSACTIONS): run a pgbench script in that
-# many processes of 10 connections each, all at once, and check that each
-# finished without a failed transaction.
+# hammer($node, SCRIPT, PROCESSES, TRANSACTIONS[, CLIENTS]): run a pgbench
+# script in that many processes of CLIENTS (10) connections each, all at
+# once, and check that each finished without a failed transaction.
 package Hammer;
 use strict;
 use warnings;
@@ -13,7 +13,8 @@ our @EXPORT = qw(hammer);
 
 sub hammer
 {
-	my ($node, $sql, $processes, $transactions) = @_;
+	my ($node, $sql, $processes, $transactions, $clients) = @_;
+	$clients //= 10;
 	my $script = PostgreSQL::Test::Utils::tempdir() . '/hammer.sql';
 	PostgreSQL::Test::Utils::append_to_file($script, $sql);
 	my @runs;
@@ -22,7 +23,7 @@ sub hammer
 		my ($out, $err) = ('', '');
 		my $h = IPC::Run::start(
 			[
-				'pgbench', '-n', '-c', '10', '-j', '1', '-t', $transactions,
+				'pgbench', '-n', '-c', $clients, '-j', '1', '-t', $transactions,
 				'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres'
 			],
 			'>', \$out, '2>', \$err);
@@ -32,7 +33,7 @@ sub hammer
 	{
 		my ($h, $out, $err) = @$run;
 		$h->finish;
-		is($h->result(0), 0, 'a pgbench process of 10 connections finished')
+		is($h->result(0), 0, "a pgbench process of $clients connections finished")
 		  or diag($$err);
 		like($$out, qr/number of failed transactions: 0/, 'with no failed transaction');
 	}

@@ -1,0 +1,112 @@
+# The memory store across restarts: a clean shutdown saves every live bucket
+# to a file only the server's user can read, the next start loads it; an
+# immediate shutdown starts empty; a truncated file, random bytes and another
+# cluster's file are logged and ignored.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $conf = qq{
+shared_preload_libraries = 'ratelimit'
+ratelimit.store = memory
+ratelimit.memory_buckets = 1024
+ratelimit.cleanup_interval = 0
+restart_after_crash = on
+};
+my $node = PostgreSQL::Test::Cluster->new('memory_restart');
+$node->init;
+$node->append_conf('postgresql.conf', $conf);
+$node->start;
+$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+my $file = $node->data_dir . '/ratelimit_buckets';
+
+sub query { return $node->safe_psql('postgres', shift); }
+
+# spend the whole burst of 300 keys; answers how many of them were allowed
+sub spend
+{
+	return query(q{SELECT count(*) FILTER (WHERE (rl_take('restart', k::text, 0.001, 1)).allowed)
+		FROM generate_series(1, 300) k});
+}
+
+is(spend(), '300', 'each of 300 keys allowed once');
+$node->restart;		# -m fast
+is(query(q{SELECT memory_used FROM rl_store_status()}), '300',
+	'after pg_ctl restart -m fast the 300 buckets are back');
+is(spend(), '0', 'and every budget is still spent');
+ok(!-e $file, 'the save file is removed once loaded');
+ok($node->log_contains('loaded 300 of 300 buckets saved at shutdown'),
+	'the start logs what it loaded');
+
+$node->stop;
+ok(-e $file, 'a clean shutdown writes the save file');
+is(sprintf('%04o', (stat $file)[2] & 07777), '0600', 'readable by the server user only');
+$node->start;
+is(spend(), '0', 'loaded again');
+
+$node->stop('immediate');
+$node->start;
+is(query(q{SELECT memory_used FROM rl_store_status()}), '0',
+	'after -m immediate the store starts empty');
+is(spend(), '300', 'with every budget full');
+
+# a backend that crashes restarts every process: the store starts empty, and
+# a clean shutdown afterwards saves it again
+spend();
+my $crash_offset = -s $node->logfile;
+my $victim = $node->background_psql('postgres');
+kill 'KILL', $victim->query_safe('SELECT pg_backend_pid()');
+$node->wait_for_log(qr/all server processes terminated; reinitializing/, $crash_offset);
+$node->poll_query_until('postgres', 'SELECT true') or die 'the server did not come back';
+is(query(q{SELECT memory_used FROM rl_store_status()}), '0', 'after a crash the store starts empty');
+is(spend(), '300', 'with every budget full');
+$node->restart;
+is(spend(), '0', 'and a clean restart after the crash keeps the buckets again');
+eval { $victim->quit };
+
+my $damaged_offset = -s $node->logfile;
+
+# start with a damaged FILE (made by damage, given the good file's bytes):
+# the server logs REASON, ignores the file and runs, empty
+sub damaged
+{
+	my ($name, $reason, $damage) = @_;
+	$node->stop;
+	my $good = slurp_file($file);
+	open my $fh, '>:raw', $file or die $!;
+	print $fh $damage->($good);
+	close $fh;
+	my $offset = -s $node->logfile;
+	$node->start;
+	ok($node->log_contains(qr/ignoring the saved buckets in "ratelimit_buckets": $reason/, $offset),
+		"$name: logged and ignored");
+	is(query(q{SELECT memory_used FROM rl_store_status()}), '0', "$name: the store starts empty");
+	is(spend(), '300', "$name: every budget is full");
+	ok(!-e $file, "$name: the file is removed");
+}
+
+damaged('a truncated file', 'its length does not match its header',
+	sub { substr($_[0], 0, int(length($_[0]) / 2)) });
+damaged('a file cut inside its header', 'it is too short', sub { substr($_[0], 0, 10) });
+damaged('random bytes', 'it is not a save file of this version of ratelimit',
+	sub { join '', map { chr(int(rand(256))) } 1 .. length($_[0]) });
+damaged('one byte flipped', 'its checksum does not match',
+	sub { my $s = $_[0]; substr($s, 100, 1) = chr(ord(substr($s, 100, 1)) ^ 1); $s });
+
+# another cluster's file, with buckets of the same database and key
+my $other = PostgreSQL::Test::Cluster->new('memory_restart_other');
+$other->init;
+$other->append_conf('postgresql.conf', $conf);
+$other->start;
+$other->safe_psql('postgres', q{CREATE EXTENSION ratelimit;
+	SELECT rl_take('restart', k::text, 0.001, 1) FROM generate_series(1, 300) k});
+$other->stop;
+damaged("another cluster's file", 'it was saved by another cluster',
+	sub { slurp_file($other->data_dir . '/ratelimit_buckets') });
+
+ok(!$node->log_contains(qr/terminated by signal|was terminated/, $damaged_offset),
+	'no process crashed on a damaged file');
+$node->stop;
+done_testing();
