@@ -1,0 +1,5 @@
+-- Objects for the memory store server of bench/run: the spread keys warm in
+-- memory and the denied key exhausted, as setup.sql does for the table store.
+CREATE EXTENSION ratelimit;
+SELECT count(*) FROM (SELECT rl_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
+SELECT rl_take('denied', 'attacker', 0.000001, 1);
