@@ -149,21 +149,31 @@ find_slot(MemorySet *set, const uint8 *key, Oid store_relid)
 /*
  * Whether a new key may take slot: free, holding a bucket that has passed,
  * or left by a dropped installation of the extension in this database.
+ * Passed (passed_before) by the server clock too: a call of rl_take_at in the future must not
+ * take the slot of a bucket that is live for everybody else (the table store
+ * keeps such a row until cleanup, which goes by the server clock).
  */
-static inline bool
-slot_reusable(const MemorySlot *slot, Oid store_relid, int64 now)
+static inline int64
+passed_before(int64 now)
 {
-	return slot->dboid == InvalidOid || slot->tat_us < now ||
+	return Min(now, GetCurrentTimestamp());
+}
+
+static inline bool
+slot_reusable(const MemorySlot *slot, Oid store_relid, int64 passed)
+{
+	return slot->dboid == InvalidOid || slot->tat_us < passed ||
 		(slot->dboid == MyDatabaseId && slot->store_relid != store_relid);
 }
 
 static MemorySlot *
 reusable_slot(MemorySet *set, Oid store_relid, int64 now)
 {
+	int64		passed = passed_before(now);
 	int			i;
 
 	for (i = 0; i < SET_SLOTS; i++)
-		if (slot_reusable(&set->slots[i], store_relid, now))
+		if (slot_reusable(&set->slots[i], store_relid, passed))
 			return &set->slots[i];
 	return NULL;
 }
@@ -375,7 +385,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 				MemorySlot *slot = &sets[i]->slots[j];
 				int			k;
 
-				if (!slot_reusable(slot, store_relid, now))
+				if (!slot_reusable(slot, store_relid, passed_before(now)))
 					continue;
 				for (k = 0; k < i && claimed[k] != slot; k++)
 					;
@@ -562,7 +572,7 @@ keep_unless_passed_here(const MemorySlot *slot, const void *arg)
 
 /*
  * Free this database's slots whose bucket has passed, and those of dropped
- * installations of the extension here; answers how many of the first kind.
+ * installations of the extension here; answers how many it freed.
  */
 int64
 memory_store_cleanup(int64 now)
