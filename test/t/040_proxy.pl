@@ -8,7 +8,9 @@
 use strict;
 use warnings;
 use Digest::SHA qw(sha256);
-use IPC::Run;
+use FindBin;
+use lib $FindBin::Bin;
+use Hammer;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -111,34 +113,9 @@ is(proxy(q{SELECT string_agg(rl_shard_hash(l, k)::text, ',') FROM (VALUES
 	'rl_shard_hash is the documented hash (UTF-8, NULL as empty)');
 
 # Exact: 30 connections on one key allow exactly the burst.
-sub hammer
-{
-	my ($sql, $processes, $transactions) = @_;
-	my $script = PostgreSQL::Test::Utils::tempdir() . '/hammer.sql';
-	PostgreSQL::Test::Utils::append_to_file($script, $sql);
-	my @runs;
-	for my $process (1 .. $processes)
-	{
-		my ($out, $err) = ('', '');
-		my $h = IPC::Run::start(
-			[
-				'pgbench', '-n', '-c', '10', '-j', '1', '-t', $transactions, '-f', $script,
-				'-h', $proxy->host, '-p', $proxy->port, '-U', 'app', 'postgres'
-			],
-			'>', \$out, '2>', \$err);
-		push @runs, [ $h, \$out, \$err ];
-	}
-	for my $run (@runs)
-	{
-		my ($h, $out, $err) = @$run;
-		$h->finish;
-		is($h->result(0), 0, 'a pgbench process of 10 connections to the proxy finished')
-		  or diag($$err);
-	}
-}
-hammer(qq{
+hammer($proxy, qq{
 INSERT INTO outcome SELECT 'sign_in', (rl_take('sign_in', 'ada\@example.com', 0.001, 7)).allowed;
-}, 3, 40);
+}, 3, 40, 10, 'app');
 is(proxy(q{SELECT count(*) FILTER (WHERE allowed) || '/' || count(*) FROM outcome}),
 	'7/1200', 'through the proxy, exactly the burst of 7 allowed out of 1200 decisions');
 my $bucket = q{SELECT count(*) FROM rl_buckets WHERE key =

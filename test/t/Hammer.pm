@@ -1,6 +1,7 @@
-# hammer($node, SCRIPT, PROCESSES, TRANSACTIONS[, CLIENTS]): run a pgbench
-# script in that many processes of CLIENTS (10) connections each, all at
-# once, and check that each finished without a failed transaction.
+# hammer($node, SCRIPT, PROCESSES, TRANSACTIONS[, CLIENTS[, USER]]): run a
+# pgbench script in that many processes of CLIENTS (10) connections each (as
+# USER, or the default role), all at once, and check that each finished
+# without a failed transaction.
 package Hammer;
 use strict;
 use warnings;
@@ -13,7 +14,7 @@ our @EXPORT = qw(hammer);
 
 sub hammer
 {
-	my ($node, $sql, $processes, $transactions, $clients) = @_;
+	my ($node, $sql, $processes, $transactions, $clients, $user) = @_;
 	$clients //= 10;
 	my $script = PostgreSQL::Test::Utils::tempdir() . '/hammer.sql';
 	PostgreSQL::Test::Utils::append_to_file($script, $sql);
@@ -24,7 +25,8 @@ sub hammer
 		my $h = IPC::Run::start(
 			[
 				'pgbench', '-n', '-c', $clients, '-j', '1', '-t', $transactions,
-				'-f', $script, '-h', $node->host, '-p', $node->port, 'postgres'
+				'-f', $script, '-h', $node->host, '-p', $node->port,
+				($user ? ('-U', $user) : ()), 'postgres'
 			],
 			'>', \$out, '2>', \$err);
 		push @runs, [ $h, \$out, \$err ];
