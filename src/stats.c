@@ -153,7 +153,7 @@ stats_define_settings(void)
 							"Decisions of further names are counted under a NULL limiter. Needs ratelimit in shared_preload_libraries.",
 							&ratelimit_stats_limiters,
 							1000,
-							0, 1000000,
+							0, 100000,
 							context,
 							0,
 							NULL, NULL, NULL);
@@ -335,6 +335,7 @@ reset_database(TimestampTz now)
 	uint32		slots = stats->mask + 1;
 	StatsEntry *kept = palloc(slots * sizeof(StatsEntry));
 	uint64	   *counts = palloc(slots * NUM_OUTCOMES * sizeof(uint64));
+	StatsEntry *e;
 	int			nkept = 0;
 	uint32		i;
 	int			k;
@@ -342,8 +343,7 @@ reset_database(TimestampTz now)
 
 	for (i = 0; i < slots; i++)
 	{
-		StatsEntry *e = &stats->entries[i];
-
+		e = &stats->entries[i];
 		if (e->dboid != InvalidOid && e->dboid != MyDatabaseId)
 		{
 			memcpy(&kept[nkept], e, sizeof(StatsEntry));
@@ -357,17 +357,18 @@ reset_database(TimestampTz now)
 	stats->databases = 0;
 	for (k = 0; k < nkept; k++)
 	{
-		StatsEntry *e = &kept[k];
-		int			slot = probe(e->dboid, e->name, e->name_len, e->hash);
+		int			slot;
 
+		e = &kept[k];
+		slot = probe(e->dboid, e->name, e->name_len, e->hash);
 		fill(slot, e->dboid, e->name, e->name_len, e->hash, e->since);
 		for (o = 0; o < NUM_OUTCOMES; o++)
 			pg_atomic_write_u64(&stats->entries[slot].counts[o],
 								counts[k * NUM_OUTCOMES + o]);
 	}
-	(void) add_entry("", 0, entry_hash(MyDatabaseId, "", 0));
-	i = probe(MyDatabaseId, "", 0, entry_hash(MyDatabaseId, "", 0));
-	stats->entries[i].since = now;
+	e = add_entry("", 0, entry_hash(MyDatabaseId, "", 0));
+	if (e != NULL)
+		e->since = now;
 	pfree(kept);
 	pfree(counts);
 }
