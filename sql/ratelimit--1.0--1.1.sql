@@ -86,6 +86,34 @@ AS 'MODULE_PATHNAME', 'rl_inspect'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 REVOKE EXECUTE ON FUNCTION rl_inspect(text, text) FROM PUBLIC;
 
+-- Decisions counted by limiter and outcome in this database since the last
+-- reset, from shared memory (needs ratelimit in shared_preload_libraries).
+-- Names past ratelimit.stats_limiters are counted under a NULL limiter.
+CREATE FUNCTION rl_stats_read(OUT limiter text, OUT allowed bigint,
+							  OUT denied bigint, OUT shadow_denied bigint,
+							  OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_stats_read'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE VIEW rl_stats AS
+	SELECT limiter, allowed, denied, shadow_denied, since FROM rl_stats_read();
+GRANT SELECT ON rl_stats TO PUBLIC;
+
+-- Forget this database's counts; for the roles it is granted to.
+CREATE FUNCTION rl_stats_reset()
+RETURNS void
+AS 'MODULE_PATHNAME', 'rl_stats_reset'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE EXECUTE ON FUNCTION rl_stats_reset() FROM PUBLIC;
+
+-- The cleanup worker's last run in each database of the server.
+CREATE FUNCTION rl_cleanup_runs(OUT database text, OUT started timestamptz,
+								OUT finished timestamptz, OUT deleted bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'rl_cleanup_runs'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says (1.0
 -- revoked only from PUBLIC): the functions that forge time, wipe or give back
 -- budgets, or do maintenance are for the roles they are granted to; any role
@@ -103,7 +131,8 @@ BEGIN
 						'rl_cleanup()'::regprocedure,
 						'rl_refund(text, text, integer)'::regprocedure,
 						'rl_inspect(text, text)'::regprocedure,
-						'rl_policies_changed()'::regprocedure)
+						'rl_policies_changed()'::regprocedure,
+						'rl_stats_reset()'::regprocedure)
 		  AND a.grantee NOT IN (0, p.proowner)
 	LOOP
 		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', fn, grantee);

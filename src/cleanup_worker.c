@@ -399,6 +399,7 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 			break;
 		deleted += batch;
 	}
+	stats_record_cleanup(start, deleted);
 
 	ereport(deleted > 0 ? LOG : DEBUG1,
 			(errmsg_plural("ratelimit cleanup deleted %lld expired bucket in database \"%s\" in %.3f s",

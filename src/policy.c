@@ -251,6 +251,7 @@ rl_take_policy(PG_FUNCTION_ARGS)
 
 	d = store_take(fcinfo->flinfo->fn_oid, "rl_take", bucket_key(limiter, key),
 				   &limit, now, cost);
+	stats_count(limiter, &d, policy.shadow);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
 }
 

@@ -96,6 +96,7 @@ _PG_init(void)
 
 	client_ip_define_settings();
 	memory_store_define_settings();
+	stats_define_settings();
 
 	/*
 	 * Defined in every backend that loads the library, so SHOW and ALTER
@@ -126,6 +127,7 @@ _PG_init(void)
 	if (process_shared_preload_libraries_in_progress)
 	{
 		memory_store_register();
+		stats_register();
 		cleanup_worker_register();
 	}
 }

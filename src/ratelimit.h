@@ -148,6 +148,16 @@ extern int64 memory_store_cleanup(int64 now);
 extern void memory_store_forget_other_databases(List *databases);
 extern void memory_store_usage(int64 now, int64 *total, int64 *live);
 
+/* stats.c */
+extern int	ratelimit_stats_limiters;
+extern bool ratelimit_stats;
+extern void stats_define_settings(void);
+extern void stats_register(void);
+extern void stats_count(text *limiter, const GcraDecision *d, bool shadow);
+extern void stats_count_all(const Datum *limiters, const StoreRequest *requests,
+							const GcraDecision *decisions, int n);
+extern void stats_record_cleanup(TimestampTz started, int64 deleted);
+
 /* cleanup_worker.c */
 extern void cleanup_worker_register(void);
 

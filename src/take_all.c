@@ -178,6 +178,7 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 
 	store_take_all(fcinfo->flinfo->fn_oid, "rl_take_all", requests, n, now,
 				   decisions);
+	stats_count_all(limiters.values, requests, decisions, n);
 	for (i = 0; i < n; i++)
 		shadow[i] = requests[i].shadow;
 	c = gcra_combine(decisions, shadow, n);
