@@ -106,19 +106,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	d @extschema@.rl_decision := @extschema@.rl_take(limiter, key, cost);
+	headers jsonb;
 BEGIN
 	IF NOT d.allowed THEN
+		headers := @extschema@.rl_headers(d, limiter);
 		RAISE SQLSTATE 'PGRST' USING
 			MESSAGE = json_build_object(
 				'code', 'RL429',
 				'message', 'Too Many Requests',
 				'details', format('The rate limit %s is exhausted.', limiter),
-				'hint', CASE WHEN d.retry_after IS NULL
-						THEN 'This request costs more than the limit ever allows.'
-						ELSE format('Retry in %s seconds.', ceil(d.retry_after)) END)::text,
-			DETAIL = json_build_object(
-				'status', 429,
-				'headers', @extschema@.rl_headers(d, limiter))::text;
+				'hint', CASE WHEN headers ? 'Retry-After'
+						THEN format('Retry in %s seconds.', headers->>'Retry-After')
+						ELSE 'This request costs more than the limit ever allows.' END)::text,
+			DETAIL = json_build_object('status', 429, 'headers', headers)::text;
 	END IF;
 END
 $$;
