@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 
-SELECT plan(57);
+SELECT plan(59);
 
 -- decisions of real calls, at a fixed clock
 CREATE TEMP TABLE at0 AS SELECT '2030-01-01 00:00:00+00'::timestamptz AS t0;
@@ -163,13 +163,13 @@ SELECT throws_ok($$SELECT rl_request_ip(NULL, NULL)$$, '22004', 'header must not
 				 'a NULL header name is refused');
 
 -- rl_guard: the pre-request function, then the query; a denial as PostgREST reads it
-CREATE FUNCTION pg_temp.guard_error(key text) RETURNS jsonb LANGUAGE plpgsql AS $$
+CREATE FUNCTION pg_temp.guard_error(key text, cost int DEFAULT 1) RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
 	state text;
 	message text;
 	detail text;
 BEGIN
-	PERFORM rl_guard('http-guard', key);
+	PERFORM rl_guard('http-guard', key, cost);
 	RETURN NULL;
 EXCEPTION WHEN OTHERS THEN
 	GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
@@ -198,6 +198,11 @@ SELECT ok(e->'message'->>'hint' = format('Retry in %s seconds.', e->'detail'->'h
 		  AND (e->'detail'->'headers'->>'Retry-After')::int BETWEEN 3000 AND 3600,
 		  'with Retry-After, the RateLimit field and the hint: the same seconds, about an hour')
 FROM denial;
+SELECT is(pg_temp.guard_error('203.0.113.10', 3)->'message'->>'hint',
+		  'This request costs more than the limit ever allows.', 'a cost above burst: 429 with no retry');
+SELECT is(pg_temp.guard_error('203.0.113.10', 3)->'detail'->'headers',
+		  '{"RateLimit-Policy": "\"http-guard\";q=2;w=7200", "RateLimit": "\"http-guard\";r=2"}',
+		  '... and no Retry-After');
 SELECT cmp_ok((SELECT remaining FROM rl_take('http-guard', '203.0.113.9', 0)), '=', 2,
 			  'another client''s budget is untouched');
 
