@@ -53,7 +53,7 @@ decision_us(HeapTupleHeader d, const char *field, bool *isnull)
 	if (*isnull)
 		return 0;
 	s = DatumGetFloat8(value);
-	if (isnan(s) || s < 0 || s > (double) PG_INT64_MAX / USECS_PER_SEC)
+	if (isnan(s) || s < 0 || s > (double) (PG_INT64_MAX / USECS_PER_SEC))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("d.%s must be a number of seconds, not %s",
