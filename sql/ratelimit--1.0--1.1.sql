@@ -114,6 +114,59 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'rl_cleanup_runs'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- HTTP: a decision as the IETF RateLimit fields and Retry-After
+CREATE FUNCTION rl_headers(d rl_decision, limiter text, rate double precision,
+						   burst integer)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'rl_headers'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+CREATE FUNCTION rl_headers(d rl_decision, limiter text)
+RETURNS jsonb
+AS 'MODULE_PATHNAME', 'rl_headers_policy'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- PostgREST: the client address from the request's headers
+CREATE FUNCTION rl_request_ip(trusted cidr[] DEFAULT NULL,
+							  header text DEFAULT 'x-forwarded-for')
+RETURNS inet
+AS 'MODULE_PATHNAME', 'rl_request_ip'
+LANGUAGE C STABLE PARALLEL SAFE;
+
+-- PostgREST: take by the limiter's policy; a denial is the HTTP 429 that
+-- PostgREST builds from SQLSTATE PGRST: the message is the response body,
+-- the detail its status and headers.
+CREATE FUNCTION rl_guard(limiter text, key text, cost integer DEFAULT 1)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	d @extschema@.rl_decision := @extschema@.rl_take(limiter, key, cost);
+	headers jsonb;
+BEGIN
+	IF NOT d.allowed THEN
+		headers := @extschema@.rl_headers(d, limiter);
+		RAISE SQLSTATE 'PGRST' USING
+			MESSAGE = json_build_object(
+				'code', 'RL429',
+				'message', 'Too Many Requests',
+				'details', format('The rate limit %s is exhausted.', limiter),
+				'hint', CASE WHEN headers ? 'Retry-After'
+						THEN format('Retry in %s seconds.', headers->>'Retry-After')
+						ELSE 'This request costs more than the limit ever allows.' END)::text,
+			DETAIL = json_build_object('status', 429, 'headers', headers)::text;
+	END IF;
+END
+$$;
+
+GRANT EXECUTE ON FUNCTION
+	rl_headers(rl_decision, text, double precision, integer),
+	rl_headers(rl_decision, text),
+	rl_request_ip(cidr[], text),
+	rl_guard(text, text, integer)
+TO PUBLIC;
+
 -- Privileges are explicit, whatever ALTER DEFAULT PRIVILEGES says (1.0
 -- revoked only from PUBLIC): the functions that forge time, wipe or give back
 -- budgets, or do maintenance are for the roles they are granted to; any role

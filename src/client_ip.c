@@ -2,7 +2,8 @@
  * client_ip.c
  *		The SQL face of client addresses behind proxies: rl_client_ip (with a
  *		trusted array, or with ratelimit.trusted_proxies), rl_client_ip_forwarded,
- *		rl_ip_key, and the setting ratelimit.trusted_proxies.
+ *		rl_request_ip (PostgREST's request.headers), rl_ip_key, and the setting
+ *		ratelimit.trusted_proxies.
  *
  * All parsing is in forwarded_parse.c; this file converts between inet/cidr
  * and the parser's types and turns refused input into errors.  Arguments
@@ -18,6 +19,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inet.h"
+#include "utils/jsonb.h"
 
 #include "forwarded_parse.h"
 #include "ratelimit.h"
@@ -25,6 +27,7 @@
 PG_FUNCTION_INFO_V1(rl_client_ip);
 PG_FUNCTION_INFO_V1(rl_client_ip_from_setting);
 PG_FUNCTION_INFO_V1(rl_client_ip_forwarded);
+PG_FUNCTION_INFO_V1(rl_request_ip);
 PG_FUNCTION_INFO_V1(rl_ip_key);
 
 /* The ranges of ratelimit.trusted_proxies, parsed once when it is set. */
@@ -167,6 +170,47 @@ rl_client_ip_forwarded(PG_FUNCTION_ARGS)
 	FwdRange   *trusted = ranges_from_array(fcinfo, 2, &ntrusted);
 
 	return client_ip(fcinfo, FWD_HEADER_FORWARDED, trusted, ntrusted);
+}
+
+/*
+ * rl_request_ip(trusted cidr[], header text) RETURNS inet: the client of the
+ * PostgREST request in progress, from header in request.headers (a JSON
+ * object of lower-case names).  PostgREST knows no client address of its
+ * own: the header's rightmost entry, written by the proxy in front of it,
+ * plays the peer's part in the walk of rl_client_ip, over the entries left of
+ * it.  No such header, or no valid rightmost entry: NULL.
+ */
+Datum
+rl_request_ip(PG_FUNCTION_ARGS)
+{
+	size_t		ntrusted;
+	FwdRange   *trusted = ranges_from_array(fcinfo, 0, &ntrusted);
+	char	   *name = text_to_cstring(required_text_argument(fcinfo, 1, "header"));
+	const char *headers = GetConfigOption("request.headers", true, false);
+	Jsonb	   *json;
+	JsonbValue	value;
+	FwdCursor	cursor;
+	FwdAddr		proxy_saw;
+	FwdAddr		answer;
+	char	   *c;
+
+	if (headers == NULL || headers[0] == '\0')
+		PG_RETURN_NULL();
+	json = DatumGetJsonbP(DirectFunctionCall1(jsonb_in, CStringGetDatum(headers)));
+	for (c = name; *c; c++)
+		*c = pg_ascii_tolower((unsigned char) *c);
+	if (!JB_ROOT_IS_OBJECT(json) ||
+		getKeyJsonValueFromContainer(&json->root, name, strlen(name), &value) == NULL ||
+		value.type != jbvString)
+		PG_RETURN_NULL();
+
+	fwd_cursor_init(&cursor, FWD_HEADER_XFF, value.val.string.val,
+					value.val.string.len);
+	if (fwd_cursor_next(&cursor, &proxy_saw) != FWD_STEP_NODE)
+		PG_RETURN_NULL();
+	answer = fwd_client_addr(FWD_HEADER_XFF, &proxy_saw, value.val.string.val,
+							 cursor.unread, trusted, ntrusted);
+	PG_RETURN_INET_P(inet_from_addr(&answer));
 }
 
 /* rl_ip_key(ip inet, ipv6_prefix integer) RETURNS text, STRICT */

@@ -195,5 +195,64 @@ PostgreSQL::Test::Utils::append_to_file("$gopath/src/app/main.go", readme_block(
 }
 check_app('go', [ "$tmp/goapp" ]);
 
+# The "HTTP headers" programs, each on its own port: the RateLimit fields on
+# every response, and Retry-After on the 429, from rl_headers.
+$node->safe_psql('postgres', readme_block('sql', qr/^-- the API's limit/));
+
+# get_api(PORT, SOURCE ADDRESS): (status, RateLimit-Policy, RateLimit, Retry-After)
+sub get_api
+{
+	my ($port, $from) = @_;
+	my $r = HTTP::Tiny->new(local_address => $from, timeout => 60)->get("http://127.0.0.1:$port/api");
+	return ($r->{status}, @{ $r->{headers} }{qw(ratelimit-policy ratelimit retry-after)});
+}
+
+sub check_headers
+{
+	my ($name, $cmd, %opt) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	local $ENV{DATABASE_URL} = "postgresql://web\@127.0.0.1:@{[ $node->port ]}/postgres?sslmode=disable";
+	local $ENV{PORT} = $port;
+	$node->safe_psql('postgres', 'DELETE FROM rl_buckets');
+	my $app = IPC::Run::start($cmd, init => sub { chdir $opt{cwd} if $opt{cwd} },
+		'>', "$dir/app.log", '2>&1');
+	ok(wait_for_port($port), "$name headers: the app listens") or diag(slurp_file("$dir/app.log"));
+
+	my @r = get_api($port, '127.0.0.5');
+	is(join(' | ', map { $_ // 'none' } @r), '200 | "api";q=3;w=60 | "api";r=2;t=20 | none',
+		"$name headers: the first request: the policy, 2 left, the next cell in 20 s")
+	  or diag(slurp_file("$dir/app.log"));
+	my @s = map { (get_api($port, '127.0.0.5'))[0] } 1 .. 2;
+	is("@s", '200 200', "$name headers: two more allowed");
+	my ($status, $policy, $ratelimit, $retry) = get_api($port, '127.0.0.5');
+	ok($status == 429 && defined $retry && $retry =~ /^\d+$/ && $retry >= 1 && $retry <= 20
+		  && $ratelimit eq qq{"api";r=0;t=$retry} && $policy eq '"api";q=3;w=60',
+		"$name headers: the fourth is 429 with Retry-After and RateLimit r=0 (got $status, "
+		  . join(', ', map { $_ // 'none' } $retry, $ratelimit, $policy) . ')');
+	is((get_api($port, '127.0.0.6'))[0], 200, "$name headers: another client is allowed");
+	$app->kill_kill;
+}
+
+PostgreSQL::Test::Utils::append_to_file("$tmp/headers.js", readme_block('js', qr{^// headers\.js: }));
+{
+	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+	check_headers('node', [ 'node', "$tmp/headers.js" ]);
+}
+mkdir "$tmp/pyh";
+PostgreSQL::Test::Utils::append_to_file("$tmp/pyh/headers.py", readme_block('python', qr{^# headers\.py: }));
+check_headers('python', sub { exec '/usr/bin/python3', '-m', 'flask', '--app', 'headers', 'run', '--port', $ENV{PORT} },
+	cwd => "$tmp/pyh");
+mkdir "$gopath/src/headers";
+PostgreSQL::Test::Utils::append_to_file("$gopath/src/headers/headers.go", readme_block('go', qr{^// headers\.go: }));
+{
+	local %ENV = (%ENV, GO111MODULE => 'off', GOPATH => "$gopath:/usr/share/gocode",
+		GOPROXY => 'off', GOFLAGS => '', GOCACHE => "$tmp/gocache", HOME => $tmp);
+	my ($out, $err) = ('', '');
+	ok(IPC::Run::run([ 'go', 'build', '-o', "$tmp/goheaders", 'headers' ], '>', \$out, '2>', \$err),
+		'the Go headers program builds') or diag("$out$err");
+}
+check_headers('go', [ "$tmp/goheaders" ]);
+
 $node->stop;
 done_testing();

@@ -36,6 +36,9 @@ my @setups = (
 			FROM generate_series(1, 1523) i} ],
 	[ qr/^CREATE UNLOGGED TABLE rl_buckets/m =>
 		  q{CREATE EXTENSION ratelimit; CREATE SCHEMA readme; SET search_path = readme} ],
+	[ qr/^CREATE FUNCTION api\.pre_request/m =>
+		  q{CREATE EXTENSION ratelimit; CREATE SCHEMA api;
+			DO $$BEGIN CREATE ROLE authenticator; EXCEPTION WHEN duplicate_object THEN END$$} ],
 	[ qr/cron\.schedule/ => 'postgres' ],
 	# a proxy database has ratelimit_proxy instead of ratelimit; its roles
 	# are the shard's of the block before, on one cluster here
