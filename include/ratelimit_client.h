@@ -28,7 +28,10 @@
  *	5. on a timeout (the query is cancelled, the connection closed) or an
  *	   error, the in-memory limiter decides (source fallback) and the
  *	   backoff starts: the database is tried again by one request per
- *	   backoff interval.
+ *	   backoff interval.  With partitions set (a ratelimit_proxy in front
+ *	   of shards), each partition has its own backoff, so only the keys of
+ *	   a failing shard fall back; a multi-limit call falls back when any of
+ *	   its keys' partitions is in its backoff.
  *
  * rl_client_take_policy and the multi-limit calls decide the same way, by
  * rl_take(limiter, key, cost) and rl_take_all; their pre-check and fallback
