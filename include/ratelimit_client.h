@@ -154,8 +154,9 @@ typedef struct RlClientOptions
 	int			max_keys;		/* in-memory buckets, at most: 100000 */
 	int			warning_interval_ms;	/* per limiter: 60000 */
 	int			policy_refresh_ms;	/* rl_policies is read again after: 10000 */
-	int			partitions;		/* the proxy's shards, to back off per
-								 * shard; 0: one server: 0 */
+	int			partitions;		/* a ratelimit_proxy's partition count, for
+								 * a backoff per partition; 0: one server,
+								 * one backoff: 0 */
 	RlWarningFunc warning;		/* NULL: one line on stderr */
 	void	   *warning_arg;
 } RlClientOptions;

@@ -7,7 +7,8 @@
  *		its backoff.  When the shard is back, its keys return to the
  *		database after the backoff.
  *
- * Usage: partitions CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1
+ * Usage: partitions CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1 LONG_KEY
+ *		LONG_KEY_HASH (the proxy's rl_shard_hash('sign_in', LONG_KEY))
  */
 #define RATELIMIT_CLIENT_IMPLEMENTATION
 #include "ratelimit_client.h"
@@ -56,11 +57,16 @@ main(int argc, char **argv)
 	double		start;
 	RlSource	s;
 	int			i;
+	RlClient	wide = {.partitions = 65536};	/* for rl_partition alone */
 
-	tap_start(argc, argv, 5, "CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1");
+	tap_start(argc, argv, 7,
+			  "CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1 LONG_KEY LONG_KEY_HASH");
 	on0 = argv[3];
 	other0 = argv[4];
 	on1 = argv[5];
+	/* the proxy's hash, over several SHA-256 blocks */
+	is_int(rl_partition(&wide, "sign_in", argv[6]), atol(argv[7]) % 65536,
+		   "the client's partition of a %zu-byte key is the proxy's", strlen(argv[6]));
 	rl_client_options_init(&options);
 	options.conninfo = argv[1];
 	options.partitions = atoi(argv[2]);

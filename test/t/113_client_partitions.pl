@@ -30,8 +30,12 @@ for my $i (1 .. 100)
 is($proxy->safe_psql('postgres', "SELECT rl_shard_hash('sign_in', '$on{1}[0]') % 2"), '1',
 	'the key chosen for shard 1 is routed there by the proxy');
 
+my $long = 'k' x 150;
+my $long_hash = $proxy->safe_psql('postgres', "SELECT rl_shard_hash('sign_in', '$long')");
+
 my $bin = build_client('partitions');
-run_client($bin, args => [ $proxy->connstr('postgres'), 2, $on{0}[0], $on{0}[1], $on{1}[0] ],
+run_client($bin, args => [ $proxy->connstr('postgres'), 2, $on{0}[0], $on{0}[1], $on{1}[0],
+		$long, $long_hash ],
 	steps => {
 		stop => sub { $shards[1]->stop('fast') },
 		start => sub { $shards[1]->start },
