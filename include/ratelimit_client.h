@@ -28,7 +28,10 @@
  *	5. on a timeout (the query is cancelled, the connection closed) or an
  *	   error, the in-memory limiter decides (source fallback) and the
  *	   backoff starts: the database is tried again by one request per
- *	   backoff interval.
+ *	   backoff interval.  With partitions set (a ratelimit_proxy in front
+ *	   of shards), each partition has its own backoff, so only the keys of
+ *	   a failing shard fall back; a multi-limit call falls back when any of
+ *	   its keys' partitions is in its backoff.
  *
  * rl_client_take_policy and the multi-limit calls decide the same way, by
  * rl_take(limiter, key, cost) and rl_take_all; their pre-check and fallback
@@ -151,6 +154,9 @@ typedef struct RlClientOptions
 	int			max_keys;		/* in-memory buckets, at most: 100000 */
 	int			warning_interval_ms;	/* per limiter: 60000 */
 	int			policy_refresh_ms;	/* rl_policies is read again after: 10000 */
+	int			partitions;		/* a ratelimit_proxy's partition count, for
+								 * a backoff per partition; 0: one server,
+								 * one backoff: 0 */
 	RlWarningFunc warning;		/* NULL: one line on stderr */
 	void	   *warning_arg;
 } RlClientOptions;
@@ -332,6 +338,14 @@ typedef struct RlPolicy
 	bool		shadow;
 } RlPolicy;
 
+/* Whether the database, or one partition of a proxy, answers. */
+typedef struct RlHealth
+{
+	int64_t		retry_db_at_us; /* 0: healthy; else no query before then */
+	RlReason	failure_reason;
+	char		failure[RL_DETAIL_LEN];
+} RlHealth;
+
 struct RlClient
 {
 	char	   *conninfo;
@@ -354,9 +368,8 @@ struct RlClient
 	/* lock guards the table, the health state, warnings and counters */
 	pthread_mutex_t lock;
 	RlTable		table;
-	int64_t		retry_db_at_us; /* 0: healthy; else no query before then */
-	RlReason	failure_reason;
-	char		failure[RL_DETAIL_LEN];
+	RlHealth   *health;			/* one per partition */
+	int			partitions;		/* at least 1 */
 	RlTable		warned;			/* full_at_us: quiet until then */
 	int64_t		summary_due_us; /* the next summary line not before */
 	RlClientStats stats;
@@ -516,7 +529,7 @@ rl_status_message(RlStatus status)
 		case RL_NULL_ARGUMENT:
 			return "client, options and decision must not be null";
 		case RL_BAD_OPTION:
-			return "deadline_ms, backoff_ms, pool_size, max_keys, warning_interval_ms and policy_refresh_ms must be at least 1 (max_keys at most 1073741824), and schema must not be empty";
+			return "deadline_ms, backoff_ms, pool_size, max_keys, warning_interval_ms and policy_refresh_ms must be at least 1 (max_keys at most 1073741824), partitions from 0 to 65536, and schema must not be empty";
 		case RL_NO_MEMORY:
 			return "out of memory";
 		case RL_SYSTEM_ERROR:
@@ -612,6 +625,170 @@ rl_identity(const RlClient *c, const char *limiter, const char *key,
 
 	id[0] = rl_siphash(&c->seed[0], parts, lengths, 3);
 	id[1] = rl_siphash(&c->seed[2], parts, lengths, 3);
+}
+
+
+/* ---- partitions of a proxy ---- */
+
+/*
+ * The partition of (limiter, key) is ratelimit_proxy's rl_shard_hash: the
+ * first 4 bytes of SHA-256(limiter || 0x00 || key), big-endian, top bit
+ * cleared, modulo the partition count.
+ */
+typedef struct RlSha256
+{
+	uint32_t	h[8];
+	uint8_t		block[64];
+	size_t		used;
+	uint64_t	bytes;
+} RlSha256;
+
+static const uint32_t rl_sha256_k[64] = {
+	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+	0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+	0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+	0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+	0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+	0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+	0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+	0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+	0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+	0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2
+};
+
+#define RL_ROTR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void
+rl_sha256_block(RlSha256 *s)
+{
+	uint32_t	w[64];
+	uint32_t	v[8];
+	int			i;
+
+	for (i = 0; i < 16; i++)
+		w[i] = (uint32_t) s->block[4 * i] << 24 | (uint32_t) s->block[4 * i + 1] << 16 |
+			(uint32_t) s->block[4 * i + 2] << 8 | s->block[4 * i + 3];
+	for (; i < 64; i++)
+		w[i] = w[i - 16] + (RL_ROTR(w[i - 15], 7) ^ RL_ROTR(w[i - 15], 18) ^ (w[i - 15] >> 3)) +
+			w[i - 7] + (RL_ROTR(w[i - 2], 17) ^ RL_ROTR(w[i - 2], 19) ^ (w[i - 2] >> 10));
+	memcpy(v, s->h, sizeof(v));
+	for (i = 0; i < 64; i++)
+	{
+		uint32_t	t1 = v[7] + (RL_ROTR(v[4], 6) ^ RL_ROTR(v[4], 11) ^ RL_ROTR(v[4], 25)) +
+			((v[4] & v[5]) ^ (~v[4] & v[6])) + rl_sha256_k[i] + w[i];
+		uint32_t	t2 = (RL_ROTR(v[0], 2) ^ RL_ROTR(v[0], 13) ^ RL_ROTR(v[0], 22)) +
+			((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+
+		memmove(&v[1], &v[0], 7 * sizeof(uint32_t));
+		v[4] += t1;
+		v[0] = t1 + t2;
+	}
+	for (i = 0; i < 8; i++)
+		s->h[i] += v[i];
+}
+
+static void
+rl_sha256_update(RlSha256 *s, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	s->bytes += len;
+	while (len > 0)
+	{
+		size_t		n = 64 - s->used < len ? 64 - s->used : len;
+
+		memcpy(s->block + s->used, p, n);
+		s->used += n;
+		p += n;
+		len -= n;
+		if (s->used == 64)
+		{
+			rl_sha256_block(s);
+			s->used = 0;
+		}
+	}
+}
+
+static int
+rl_partition(const RlClient *c, const char *limiter, const char *key)
+{
+	RlSha256	s = {.h = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+	0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19}};
+	uint64_t	bits;
+	int			i;
+
+	if (c->partitions == 1)
+		return 0;
+	rl_sha256_update(&s, limiter, strlen(limiter) + 1);
+	rl_sha256_update(&s, key, strlen(key));
+	bits = s.bytes * 8;
+	rl_sha256_update(&s, "\x80", 1);
+	while (s.used != 56)
+		rl_sha256_update(&s, "", 1);
+	for (i = 7; i >= 0; i--)
+	{
+		uint8_t		b = (uint8_t) (bits >> (8 * i));
+
+		rl_sha256_update(&s, &b, 1);
+	}
+	return (int) ((s.h[0] & 0x7fffffff) % (uint32_t) c->partitions);
+}
+
+/* The first partition of parts in its backoff, or NULL; c->lock held. */
+static RlHealth *
+rl_backing_off(RlClient *c, const int *parts, int n, int64_t now)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		RlHealth   *h = &c->health[parts[i]];
+
+		if (h->retry_db_at_us != 0 && now < h->retry_db_at_us)
+			return h;
+	}
+	return NULL;
+}
+
+/* After a failure, this request is the one probe of its partitions' interval. */
+static void
+rl_probing(RlClient *c, const int *parts, int n, int64_t now)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (c->health[parts[i]].retry_db_at_us != 0)
+			c->health[parts[i]].retry_db_at_us = now + c->backoff_us;
+}
+
+/*
+ * The database answered (detail NULL), or failed for parts.  A failure names
+ * no partition: those of parts already failing back off again, the others
+ * stay as they are; only when none was failing do all of parts back off.
+ */
+static void
+rl_health_set(RlClient *c, const int *parts, int n, int64_t now,
+			  RlReason reason, const char *detail)
+{
+	bool		failing = false;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		failing |= c->health[parts[i]].retry_db_at_us != 0;
+	for (i = 0; i < n; i++)
+	{
+		RlHealth   *h = &c->health[parts[i]];
+
+		if (detail == NULL)
+			h->retry_db_at_us = 0;
+		else if (!failing || h->retry_db_at_us != 0)
+		{
+			h->retry_db_at_us = now + c->backoff_us;
+			h->failure_reason = reason;
+			snprintf(h->failure, sizeof(h->failure), "%s", detail);
+		}
+	}
 }
 
 
@@ -1344,6 +1521,8 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 	RlStatus	status;
 	RlDbResult	r;
 	RlReason	reason;
+	RlHealth   *h;
+	int			part;
 	char		detail[RL_DETAIL_LEN];
 
 	if (decision == NULL)
@@ -1365,16 +1544,18 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 						rl_clock_us(CLOCK_REALTIME) - RL_PG_EPOCH_US,
 						RL_PG_MAX_TIME_US) == GCRA_OK;
 	rl_identity(c, limiter, key, id);
+	part = rl_partition(c, limiter, key);
 	deadline = rl_now_us() + c->deadline_us;
 
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
-	if (c->retry_db_at_us != 0 && now < c->retry_db_at_us)
+	h = rl_backing_off(c, &part, 1, now);
+	if (h != NULL)
 	{
 		/* in the backoff: the failure that started it is the reason */
-		snprintf(detail, sizeof(detail), "%s", c->failure);
+		snprintf(detail, sizeof(detail), "%s", h->failure);
 		return rl_fallback(c, id, &limit, now, cost, limiter,
-						   c->failure_reason, detail, decision);
+						   h->failure_reason, detail, decision);
 	}
 
 	/*
@@ -1397,9 +1578,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 			return RL_OK;
 		}
 	}
-	/* after a failure, this request is the one probe of the interval */
-	if (c->retry_db_at_us != 0)
-		c->retry_db_at_us = now + c->backoff_us;
+	rl_probing(c, &part, 1, now);
 	pthread_mutex_unlock(&c->lock);
 
 	r = rl_db_take(c, limiter, key, rate, burst, cost, deadline, decision,
@@ -1409,7 +1588,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 	now = rl_now_us();
 	if (r == RL_DB_OK)
 	{
-		c->retry_db_at_us = 0;
+		rl_health_set(c, &part, 1, now, 0, NULL);
 		c->stats.database++;
 
 		/*
@@ -1430,11 +1609,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 	reason = r == RL_DB_ERROR ? RL_REASON_ERROR : RL_REASON_TIMEOUT;
 	/* a full pool is load, not a failure of the database: no backoff */
 	if (r != RL_DB_BUSY)
-	{
-		c->retry_db_at_us = now + c->backoff_us;
-		c->failure_reason = reason;
-		snprintf(c->failure, sizeof(c->failure), "%s", detail);
-	}
+		rl_health_set(c, &part, 1, now, reason, detail);
 	return rl_fallback(c, id, &limit, now, cost, limiter, reason, detail,
 					   decision);
 }
@@ -1459,6 +1634,7 @@ typedef struct RlItem
 	int32_t		burst;
 	int32_t		cost;
 	uint64_t	id[2];
+	int			partition;
 	bool		known;			/* rate and burst known: explicit, or read */
 	bool		shadow;
 	GcraLimit	limit;
@@ -1883,7 +2059,12 @@ rl_fallback_all(RlClient *c, const RlItem *items, int n, int64_t now,
 		if (!items[i].known)
 		{
 			/* refused until the database answers again */
-			int64_t		wait = c->retry_db_at_us > now ? c->retry_db_at_us - now : 0;
+			int64_t		wait = 0;
+			int			j;
+
+			for (j = 0; j < n; j++)
+				if (c->health[items[j].partition].retry_db_at_us - now > wait)
+					wait = c->health[items[j].partition].retry_db_at_us - now;
 
 			out->allowed = false;
 			out->remaining = 0;
@@ -1962,9 +2143,13 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	int			unknown = 0;
 	RlDbResult	r;
 	RlReason	reason;
+	RlHealth   *h;
+	int			parts[RL_MAX_REQUESTS];
 	char		detail[RL_DETAIL_LEN];
 	int			i;
 
+	for (i = 0; i < n; i++)
+		parts[i] = items[i].partition;
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
 	if (by_policy)
@@ -1977,12 +2162,13 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 			c->policies_due_us = now + c->policy_refresh_us;
 		}
 	}
-	if (c->retry_db_at_us != 0 && now < c->retry_db_at_us)
+	h = rl_backing_off(c, parts, n, now);
+	if (h != NULL)
 	{
-		snprintf(detail, sizeof(detail), "%s", c->failure);
+		snprintf(detail, sizeof(detail), "%s", h->failure);
 		if (read_policies)
 			c->policies_due_us = 0;
-		return rl_fallback_all(c, items, n, now, c->failure_reason, detail, out);
+		return rl_fallback_all(c, items, n, now, h->failure_reason, detail, out);
 	}
 	/* a due read goes to the database: the pre-check waits for its policy */
 	if (!read_policies && rl_precheck_all(c, items, n, now, out))
@@ -1991,8 +2177,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 		pthread_mutex_unlock(&c->lock);
 		return RL_OK;
 	}
-	if (c->retry_db_at_us != 0)
-		c->retry_db_at_us = now + c->backoff_us;
+	rl_probing(c, parts, n, now);
 	pthread_mutex_unlock(&c->lock);
 
 	r = rl_db_decide(c, call, items, n, read_policies, deadline, out, resets,
@@ -2012,7 +2197,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 		c->policies_due_us = 0;
 	if (r == RL_DB_UNKNOWN)
 	{
-		c->retry_db_at_us = 0;
+		rl_health_set(c, parts, n, now, 0, NULL);
 		pthread_mutex_unlock(&c->lock);
 		memset(out, 0, sizeof(*out));
 		out->binding = unknown;
@@ -2020,7 +2205,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	}
 	if (r == RL_DB_OK)
 	{
-		c->retry_db_at_us = 0;
+		rl_health_set(c, parts, n, now, 0, NULL);
 		c->stats.database++;
 		/* each bucket's shared fill level, for an outage that starts now */
 		for (i = 0; i < n; i++)
@@ -2044,11 +2229,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	}
 	reason = r == RL_DB_ERROR ? RL_REASON_ERROR : RL_REASON_TIMEOUT;
 	if (r != RL_DB_BUSY)
-	{
-		c->retry_db_at_us = now + c->backoff_us;
-		c->failure_reason = reason;
-		snprintf(c->failure, sizeof(c->failure), "%s", detail);
-	}
+		rl_health_set(c, parts, n, now, reason, detail);
 	return rl_fallback_all(c, items, n, now, reason, detail, out);
 }
 
@@ -2096,6 +2277,7 @@ rl_check_requests(RlClient *c, const RlRequest *requests, int n,
 		if (status != RL_OK)
 			return status;
 		rl_identity(c, it->limiter, it->key, it->id);
+		it->partition = rl_partition(c, it->limiter, it->key);
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -2167,6 +2349,7 @@ rl_client_take_policy(RlClient *client, const char *limiter, const char *key,
 	if (status != RL_OK)
 		return status;
 	rl_identity(client, limiter, key, item.id);
+	item.partition = rl_partition(client, limiter, key);
 	status = rl_decide(client, RL_CALL_POLICY, &item, 1, &all);
 	decision->allowed = all.allowed;
 	decision->remaining = all.remaining;
@@ -2289,6 +2472,7 @@ rl_client_release(RlClient *c)
 	rl_table_free(&c->table);
 	rl_table_free(&c->warned);
 	free(c->pool);
+	free(c->health);
 	free(c->query);
 	free(c->query_policy);
 	free(c->query_all);
@@ -2312,7 +2496,8 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	if (options->deadline_ms < 1 || options->backoff_ms < 1 ||
 		options->pool_size < 1 || options->max_keys < 1 ||
 		options->max_keys > (1 << 30) || options->warning_interval_ms < 1 ||
-		options->policy_refresh_ms < 1 ||
+		options->policy_refresh_ms < 1 || options->partitions < 0 ||
+		options->partitions > 65536 ||
 		(options->schema != NULL && options->schema[0] == '\0'))
 		return RL_BAD_OPTION;
 	if (!PQisthreadsafe())
@@ -2337,11 +2522,13 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	c->query_policies = rl_build_query(options->schema,
 									   "SELECT limiter, rate, burst, shadow FROM @rl_policies");
 	c->pool = calloc(options->pool_size, sizeof(RlConnection));
+	c->partitions = options->partitions > 0 ? options->partitions : 1;
+	c->health = calloc(c->partitions, sizeof(RlHealth));
 	if (!rl_table_init(&c->table, options->max_keys) ||
 		!rl_table_init(&c->warned, RL_MAX_WARNED_LIMITERS) ||
 		c->conninfo == NULL || c->query == NULL || c->query_policy == NULL ||
 		c->query_all == NULL || c->query_all_policy == NULL ||
-		c->query_policies == NULL || c->pool == NULL)
+		c->query_policies == NULL || c->pool == NULL || c->health == NULL)
 	{
 		rl_client_release(c);
 		return RL_NO_MEMORY;
