@@ -254,5 +254,67 @@ PostgreSQL::Test::Utils::append_to_file("$gopath/src/headers/headers.go", readme
 }
 check_headers('go', [ "$tmp/goheaders" ]);
 
+# The sign-in with two limits: a wrong password spends a cell of the
+# address's limit and of the account's failures, a right one is refunded on
+# the account, a refused attempt spends nothing.
+$node->safe_psql('postgres', readme_block('sql', qr/^-- the sign-in's limits/));
+
+# login(PORT, EMAIL, PASSWORD): (status, Retry-After)
+sub login
+{
+	my ($port, $email, $password) = @_;
+	my $r = HTTP::Tiny->new(timeout => 60)->post_form("http://127.0.0.1:$port/login",
+		{ email => $email, password => $password });
+	return ($r->{status}, $r->{headers}{'retry-after'});
+}
+
+sub check_signin
+{
+	my ($name, $cmd, %opt) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	local $ENV{DATABASE_URL} = "postgresql://web\@127.0.0.1:@{[ $node->port ]}/postgres?sslmode=disable";
+	local $ENV{PORT} = $port;
+	$node->safe_psql('postgres', 'DELETE FROM rl_buckets');
+	my $app = IPC::Run::start($cmd, init => sub { chdir $opt{cwd} if $opt{cwd} },
+		'>', "$dir/app.log", '2>&1');
+	ok(wait_for_port($port), "$name sign-in: the app listens") or diag(slurp_file("$dir/app.log"));
+
+	my @ok = map { (login($port, 'bob@example.com', 'right'))[0] } 1 .. 7;
+	is("@ok", '200 200 200 200 200 200 200',
+		"$name sign-in: seven right passwords in a row, above the failures' burst of 5")
+	  or diag(slurp_file("$dir/app.log"));
+	my @bad = map { (login($port, 'ada@example.com', 'wrong'))[0] } 1 .. 5;
+	is("@bad", '401 401 401 401 401', "$name sign-in: five wrong passwords are checked");
+	my ($status, $retry) = login($port, 'ada@example.com', 'right');
+	ok($status == 429 && defined $retry && $retry =~ /^\d+$/ && $retry > 0,
+		"$name sign-in: then the account is refused, with Retry-After (got $status)");
+	is((login($port, 'bob@example.com', 'wrong'))[0], 401, "$name sign-in: another account is not");
+	is( $node->safe_psql('postgres',
+			q{SELECT remaining FROM rl_take('sign_in_ip', rl_ip_key('127.0.0.1'), 0)}),
+		100 - 7 - 5 - 1, "$name sign-in: the address spent a cell per checked attempt, none for the refused one");
+	$app->kill_kill;
+}
+
+PostgreSQL::Test::Utils::append_to_file("$tmp/signin.js", readme_block('js', qr{^// signin\.js: }));
+{
+	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+	check_signin('node', [ 'node', "$tmp/signin.js" ]);
+}
+mkdir "$tmp/pys";
+PostgreSQL::Test::Utils::append_to_file("$tmp/pys/signin.py", readme_block('python', qr{^# signin\.py: }));
+check_signin('python', sub { exec '/usr/bin/python3', '-m', 'flask', '--app', 'signin', 'run', '--port', $ENV{PORT} },
+	cwd => "$tmp/pys");
+mkdir "$gopath/src/signin";
+PostgreSQL::Test::Utils::append_to_file("$gopath/src/signin/signin.go", readme_block('go', qr{^// signin\.go: }));
+{
+	local %ENV = (%ENV, GO111MODULE => 'off', GOPATH => "$gopath:/usr/share/gocode",
+		GOPROXY => 'off', GOFLAGS => '', GOCACHE => "$tmp/gocache", HOME => $tmp);
+	my ($out, $err) = ('', '');
+	ok(IPC::Run::run([ 'go', 'build', '-o', "$tmp/gosignin", 'signin' ], '>', \$out, '2>', \$err),
+		'the Go sign-in program builds') or diag("$out$err");
+}
+check_signin('go', [ "$tmp/gosignin" ]);
+
 $node->stop;
 done_testing();
