@@ -142,11 +142,11 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-	d @extschema@.rl_decision := @extschema@.rl_take(limiter, key, cost);
+	d rl_decision := rl_take(limiter, key, cost);
 	headers jsonb;
 BEGIN
 	IF NOT d.allowed THEN
-		headers := @extschema@.rl_headers(d, limiter);
+		headers := rl_headers(d, limiter);
 		RAISE SQLSTATE 'PGRST' USING
 			MESSAGE = json_build_object(
 				'code', 'RL429',
@@ -159,6 +159,16 @@ BEGIN
 	END IF;
 END
 $$;
+-- The extension's schema follows pg_catalog in rl_guard's search_path (set
+-- here rather than by the script's schema placeholder, which refuses schema
+-- names with quotes).
+DO $$
+BEGIN
+	EXECUTE format('ALTER FUNCTION rl_guard(text, text, integer) SET search_path = pg_catalog, %I, pg_temp',
+				   (SELECT n.nspname FROM pg_catalog.pg_extension e
+					JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+					WHERE e.extname = 'ratelimit'));
+END $$;
 
 GRANT EXECUTE ON FUNCTION
 	rl_headers(rl_decision, text, double precision, integer),
