@@ -234,25 +234,34 @@ sub check_headers
 	$app->kill_kill;
 }
 
-PostgreSQL::Test::Utils::append_to_file("$tmp/headers.js", readme_block('js', qr{^// headers\.js: }));
+# in_each_language(NAME, CHECK): the README's Node, Python and Go programs
+# NAME.js, NAME.py and NAME.go, as printed, each run through CHECK.
+sub in_each_language
 {
-	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
-	check_headers('node', [ 'node', "$tmp/headers.js" ]);
+	my ($name, $check) = @_;
+	PostgreSQL::Test::Utils::append_to_file("$tmp/$name.js", readme_block('js', qr{^// \Q$name\E\.js: }));
+	{
+		local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+		$check->('node', [ 'node', "$tmp/$name.js" ]);
+	}
+	mkdir "$tmp/py-$name";
+	PostgreSQL::Test::Utils::append_to_file("$tmp/py-$name/$name.py",
+		readme_block('python', qr{^# \Q$name\E\.py: }));
+	$check->('python', sub { exec '/usr/bin/python3', '-m', 'flask', '--app', $name, 'run', '--port', $ENV{PORT} },
+		cwd => "$tmp/py-$name");
+	mkdir "$gopath/src/$name";
+	PostgreSQL::Test::Utils::append_to_file("$gopath/src/$name/$name.go", readme_block('go', qr{^// \Q$name\E\.go: }));
+	{
+		local %ENV = (%ENV, GO111MODULE => 'off', GOPATH => "$gopath:/usr/share/gocode",
+			GOPROXY => 'off', GOFLAGS => '', GOCACHE => "$tmp/gocache", HOME => $tmp);
+		my ($out, $err) = ('', '');
+		ok(IPC::Run::run([ 'go', 'build', '-o', "$tmp/go-$name", $name ], '>', \$out, '2>', \$err),
+			"the Go $name program builds") or diag("$out$err");
+	}
+	$check->('go', [ "$tmp/go-$name" ]);
 }
-mkdir "$tmp/pyh";
-PostgreSQL::Test::Utils::append_to_file("$tmp/pyh/headers.py", readme_block('python', qr{^# headers\.py: }));
-check_headers('python', sub { exec '/usr/bin/python3', '-m', 'flask', '--app', 'headers', 'run', '--port', $ENV{PORT} },
-	cwd => "$tmp/pyh");
-mkdir "$gopath/src/headers";
-PostgreSQL::Test::Utils::append_to_file("$gopath/src/headers/headers.go", readme_block('go', qr{^// headers\.go: }));
-{
-	local %ENV = (%ENV, GO111MODULE => 'off', GOPATH => "$gopath:/usr/share/gocode",
-		GOPROXY => 'off', GOFLAGS => '', GOCACHE => "$tmp/gocache", HOME => $tmp);
-	my ($out, $err) = ('', '');
-	ok(IPC::Run::run([ 'go', 'build', '-o', "$tmp/goheaders", 'headers' ], '>', \$out, '2>', \$err),
-		'the Go headers program builds') or diag("$out$err");
-}
-check_headers('go', [ "$tmp/goheaders" ]);
+
+in_each_language('headers', \&check_headers);
 
 # The sign-in with two limits: a wrong password spends a cell of the
 # address's limit and of the account's failures, a right one is refunded on
@@ -296,25 +305,7 @@ sub check_signin
 	$app->kill_kill;
 }
 
-PostgreSQL::Test::Utils::append_to_file("$tmp/signin.js", readme_block('js', qr{^// signin\.js: }));
-{
-	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
-	check_signin('node', [ 'node', "$tmp/signin.js" ]);
-}
-mkdir "$tmp/pys";
-PostgreSQL::Test::Utils::append_to_file("$tmp/pys/signin.py", readme_block('python', qr{^# signin\.py: }));
-check_signin('python', sub { exec '/usr/bin/python3', '-m', 'flask', '--app', 'signin', 'run', '--port', $ENV{PORT} },
-	cwd => "$tmp/pys");
-mkdir "$gopath/src/signin";
-PostgreSQL::Test::Utils::append_to_file("$gopath/src/signin/signin.go", readme_block('go', qr{^// signin\.go: }));
-{
-	local %ENV = (%ENV, GO111MODULE => 'off', GOPATH => "$gopath:/usr/share/gocode",
-		GOPROXY => 'off', GOFLAGS => '', GOCACHE => "$tmp/gocache", HOME => $tmp);
-	my ($out, $err) = ('', '');
-	ok(IPC::Run::run([ 'go', 'build', '-o', "$tmp/gosignin", 'signin' ], '>', \$out, '2>', \$err),
-		'the Go sign-in program builds') or diag("$out$err");
-}
-check_signin('go', [ "$tmp/gosignin" ]);
+in_each_language('signin', \&check_signin);
 
 $node->stop;
 done_testing();
