@@ -1,6 +1,6 @@
-# Upgrading from 1.0: an upgraded database has exactly the objects of a fresh
-# install of the current version, keeps every bucket, and goes on deciding
-# from where it was.
+# Upgrading from each released version (1.0, 1.1): an upgraded database has
+# exactly the objects of a fresh install of the current version, keeps every
+# bucket, and goes on deciding from where it was.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -13,7 +13,9 @@ $node->start;
 
 # A default grant must not open what the scripts revoke, on either path.
 $node->safe_psql('postgres', 'CREATE ROLE app_in_default_acl');
-for my $db ('fresh', 'upgraded')
+my @released = ('1.0', '1.1');
+my @upgraded = map { my $v = $_; $v =~ s/\./_/; "upgraded_$v" } @released;
+for my $db ('fresh', @upgraded)
 {
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
 	$node->safe_psql($db, q{
@@ -22,24 +24,27 @@ for my $db ('fresh', 'upgraded')
 	});
 }
 $node->safe_psql('fresh', 'CREATE EXTENSION ratelimit');
-$node->safe_psql('upgraded', q{CREATE EXTENSION ratelimit VERSION '1.0'});
 my $default = $node->safe_psql('postgres',
 	q{SELECT default_version FROM pg_available_extensions WHERE name = 'ratelimit'});
-isnt($default, '1.0', "the default version is $default");
+ok(!grep({ $_ eq $default } @released), "the default version $default is newer than every released one");
 
 my $take = q{SELECT allowed, remaining FROM rl_take_at('login', 'ada', 1.0 / 60, 3, 1, '2030-01-01 00:00:00+00')};
-is($node->safe_psql('upgraded', $take), 't|2', 'a decision at 1.0');
-is($node->safe_psql('upgraded', $take), 't|1', 'a second one');
-my $buckets_before = $node->safe_psql('upgraded',
-	'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key');
-
-$node->safe_psql('upgraded', 'ALTER EXTENSION ratelimit UPDATE');
-is($node->safe_psql('upgraded', q{SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'}),
-	$default, 'ALTER EXTENSION ... UPDATE reaches the default version');
-is($node->safe_psql('upgraded', 'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key'),
-	$buckets_before, 'every bucket is kept');
-is($node->safe_psql('upgraded', $take), 't|0', 'and decisions go on from where they were');
-is($node->safe_psql('upgraded', $take), 'f|0', 'until the budget is spent');
+my %buckets_before;
+for my $i (0 .. $#released)
+{
+	my ($version, $db) = ($released[$i], $upgraded[$i]);
+	$node->safe_psql($db, qq{CREATE EXTENSION ratelimit VERSION '$version'});
+	is($node->safe_psql($db, $take), 't|2', "a decision at $version");
+	is($node->safe_psql($db, $take), 't|1', 'a second one');
+	$buckets_before{$db} = $node->safe_psql($db, 'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key');
+	$node->safe_psql($db, 'ALTER EXTENSION ratelimit UPDATE');
+	is($node->safe_psql($db, q{SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'}),
+		$default, "ALTER EXTENSION ... UPDATE from $version reaches the default version");
+	is($node->safe_psql($db, 'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key'),
+		$buckets_before{$db}, 'every bucket is kept');
+	is($node->safe_psql($db, $take), 't|0', 'and decisions go on from where they were');
+	is($node->safe_psql($db, $take), 'f|0', 'until the budget is spent');
+}
 
 # Every object of the extension, described from the catalogs in a form that
 # does not depend on OIDs.
@@ -86,17 +91,21 @@ WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_class'::re
 ORDER BY 1
 };
 my $fresh = $node->safe_psql('fresh', $describe);
-my $upgraded = $node->safe_psql('upgraded', $describe);
+
 like($fresh, qr/^function rl_take\(text,text,double precision,integer,integer\)/m,
 	'the description lists the functions');
 like($fresh, qr/^relation rl_buckets kind r persistence u/m, 'and the tables');
 like($fresh, qr/^relation rl_policies kind r persistence p .* dumped true$/m,
 	'rl_policies is logged and kept by pg_dump');
-is($upgraded, $fresh, 'an upgraded 1.0 has the objects of a fresh install, signatures, '
-	. 'volatility, strictness, grants, types, columns and constraints alike');
+for my $i (0 .. $#released)
+{
+	is($node->safe_psql($upgraded[$i], $describe), $fresh,
+		"an upgraded $released[$i] has the objects of a fresh install, signatures, "
+		  . 'volatility, strictness, grants, types, columns and constraints alike');
+}
 
 # Nothing the scripts revoke is reachable through the default grant.
-for my $db ('fresh', 'upgraded')
+for my $db ('fresh', @upgraded)
 {
 	is( $node->safe_psql($db, q{
 			SELECT string_agg(p.proname, ',' ORDER BY p.proname)

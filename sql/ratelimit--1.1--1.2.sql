@@ -1,0 +1,6 @@
+/* ratelimit 1.1 -> 1.2.  A fresh 1.2 install runs ratelimit--1.0.sql, the
+ * upgrade to 1.1 and then this file (the Makefile joins them into
+ * ratelimit--1.2.sql), so every path makes the same objects by construction;
+ * test/t/006_upgrade.pl compares them. */
+
+\echo Use "ALTER EXTENSION ratelimit UPDATE TO '1.2'" to load this file. \quit
