@@ -1,0 +1,555 @@
+'use strict';
+// RateLimiter: rate-limit decisions of the ratelimit extension for a Node
+// process, with the promises of the C client (include/ratelimit_client.h).
+//
+// How a decision is made:
+//  1. the arguments are checked as rl_take checks them; bad use is a thrown
+//     RateLimitError, never a decision;
+//  2. while the database is in its backoff after a failure, the in-memory
+//     limiter decides (source 'fallback');
+//  3. the pre-check, a bucket of twice the burst counting this process's
+//     requests to the database, refuses a client far over its limit without
+//     a round trip (source 'local'); a client within its limit never fills it;
+//  4. the database decides on a pooled connection within the deadline
+//     (source 'database'), and its answer is copied into the in-memory
+//     limiter, so an outage continues from the shared fill level;
+//  5. on a timeout (the query is cancelled and its connection closed) or an
+//     error, the in-memory limiter decides (source 'fallback') and the
+//     backoff starts: one request per backoff interval tries the database.
+// Everything but the database call runs synchronously on the event loop, so
+// concurrent calls never see a half-made decision.
+
+const crypto = require('node:crypto');
+const gcra = require('./gcra');
+const { KeyTable } = require('./table');
+const { Pool, Timeout, within } = require('./pool');
+
+const PG_EPOCH_US = 946684800000000n;
+const MAX_REQUESTS = 16;
+const INT32_MAX = 2147483647;
+// limiters whose last warning time is remembered
+const MAX_WARNED_LIMITERS = 1024;
+
+const DEFAULTS = {
+  schema: null,
+  deadlineMs: 250,
+  backoffMs: 1000,
+  poolSize: 4,
+  maxKeys: 100000,
+  warningIntervalMs: 60000,
+  policyRefreshMs: 10000,
+  cancelTimeoutMs: 10000,
+};
+
+// Bad use: an argument the server refuses, or an error a retry cannot fix.
+class RateLimitError extends Error {
+  constructor(message, code, limiter, index) {
+    super(message);
+    this.name = 'RateLimitError';
+    this.code = code;	// the server's SQLSTATE
+    this.limiter = limiter;
+    if (index !== undefined) this.index = index;
+  }
+}
+
+// SQLSTATEs that say the call is wrong, not that the database is down.
+function isBadUse(code) {
+  return typeof code === 'string' && (code === '42501' || code === '42704' || code.startsWith('22'));
+}
+
+const nowUs = () => process.hrtime.bigint() / 1000n;
+const wallUs = () => BigInt(Date.now()) * 1000n - PG_EPOCH_US;
+const seconds = (us) => Number(us) / 1e6;
+
+function quoteIdent(name) {
+  return `"${name.replace(/"/g, '""')}".`;
+}
+
+// limiter and key, in rl_take's order
+function checkName(value, what, limiter) {
+  if (value === null || value === undefined) throw new RateLimitError(`${what} must not be null`, '22004', limiter);
+  if (typeof value !== 'string') throw new RateLimitError(`${what} must be a string`, '22023', limiter);
+  if (!value.isWellFormed() || value.includes('\0')) {
+    throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+  }
+  if (value === '') throw new RateLimitError(`${what} must not be empty`, '22023', limiter);
+}
+
+function checkNames(limiter, key) {
+  // the server refuses a bad encoding before it looks at any value
+  for (const [v, what] of [[limiter, 'limiter'], [key, 'key']]) {
+    if (typeof v === 'string' && (!v.isWellFormed() || v.includes('\0'))) {
+      throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+    }
+  }
+  checkName(limiter, 'limiter', limiter);
+  checkName(key, 'key', limiter);
+}
+
+function checkCost(cost, limiter) {
+  if (!Number.isInteger(cost) || cost > INT32_MAX) {
+    throw new RateLimitError('cost must be an integer from 0 to 2147483647', '22023', limiter);
+  }
+  if (cost < 0) throw new RateLimitError(gcra.ERRORS.bad_cost, '22023', limiter);
+}
+
+// The limit of an explicit call, checked as rl_take checks it.
+function checkLimit(limiter, rate, burst) {
+  if (typeof rate !== 'number') throw new RateLimitError(gcra.ERRORS.bad_rate, '22023', limiter);
+  if (!Number.isInteger(burst) || burst > INT32_MAX) {
+    throw new RateLimitError('burst must be an integer from 1 to 2147483647', '22023', limiter);
+  }
+  const { limit, error } = gcra.limitInit(rate, burst, wallUs(), gcra.PG_MAX_TIME_US);
+  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  return limit;
+}
+
+class RateLimiter {
+  // options: connectionString or connection (a pg client config), and the
+  // DEFAULTS above; logger: an object with warn(message) (console).
+  constructor(options = {}) {
+    const o = { ...DEFAULTS, ...options };
+    for (const name of ['deadlineMs', 'backoffMs', 'poolSize', 'maxKeys', 'warningIntervalMs',
+      'policyRefreshMs', 'cancelTimeoutMs']) {
+      if (!Number.isInteger(o[name]) || o[name] < 1) throw new RangeError(`${name} must be an integer of at least 1`);
+    }
+    if (o.schema !== null && (typeof o.schema !== 'string' || o.schema === '')) {
+      throw new RangeError('schema must be a non-empty string or null');
+    }
+    this.options = o;
+    this.logger = o.logger ?? console;
+    const config = { ...(o.connection ?? {}) };
+    if (o.connectionString !== undefined) config.connectionString = o.connectionString;
+    config.fallback_application_name = 'ratelimit_client';
+    this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs);
+    const s = o.schema === null ? '' : quoteIdent(o.schema);
+    const all = 'SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, ' +
+      '(SELECT array_agg(p.reset_after ORDER BY u.i) FROM ';
+    const where = ' WHERE a.allowed IS NOT NULL) FROM ';
+    // One place to swap the peeks for a per-request answer of rl_take_all.
+    this.queries = {
+      take: `SELECT allowed, remaining, retry_after, reset_after FROM ${s}rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)`,
+      policy: `SELECT allowed, remaining, retry_after, reset_after FROM ${s}rl_take($1::text, $2::text, $3::int4)`,
+      all: `${all}unnest($1::text[], $2::text[], $3::float8[], $4::int4[]) WITH ORDINALITY AS u(l, k, r, b, i), ` +
+        `${s}rl_take(u.l, u.k, u.r, u.b, 0) AS p${where}${s}rl_take_all($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a`,
+      allPolicy: `${all}unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(l, k, i), ` +
+        `${s}rl_take(u.l, u.k, 0) AS p${where}${s}rl_take_all($1::text[], $2::text[], $3::int4[]) AS a`,
+      policies: `SELECT limiter, rate, burst, shadow FROM ${s}rl_policies`,
+      refund: `SELECT ${s}rl_refund($1::text, $2::text, $3::int4) AS refunded`,
+    };
+    this.salt = crypto.randomBytes(16);
+    this.table = new KeyTable(o.maxKeys);
+    this.retryDbAt = 0;	// performance.now() ms; 0: healthy
+    this.failureReason = 'error';
+    this.failure = '';
+    this.policies = null;	// Map limiter -> { rate, burst, shadow }, as last read
+    this.policiesDue = 0;
+    this.warned = new Map();	// limiter -> quiet until (ms), in that order
+    this.summaryDue = 0;
+    this.counters = { database: 0, local: 0, fallback: 0, fallbackTimeout: 0, fallbackError: 0,
+      noRoom: 0, noPolicy: 0, policyReads: 0 };
+  }
+
+  // The explicit form when rate and burst are given, else the policy form.
+  take(limiter, key, { rate, burst, cost = 1 } = {}) {
+    const byPolicy = rate === undefined && burst === undefined;
+    return this.decide(byPolicy ? 'policy' : 'take', [{ limiter, key, rate, burst, cost }])
+      .then(({ allowed, remaining, retryAfter, resetAfter, source }) => ({ allowed, remaining, retryAfter, resetAfter, source }));
+  }
+
+  // 1 to 16 requests { limiter, key, rate, burst, cost }, all or nothing;
+  // all with rate and burst (explicit) or all without (their policies).
+  takeAll(requests) {
+    if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_REQUESTS) {
+      return Promise.reject(new RateLimitError('requests must have 1 to 16 elements', '22023'));
+    }
+    const explicit = requests.filter((r) => r && (r.rate !== undefined || r.burst !== undefined)).length;
+    if (explicit !== 0 && explicit !== requests.length) {
+      return Promise.reject(new RateLimitError(
+        'requests must all give rate and burst, or none (their policies)', '22023'));
+    }
+    return this.decide(explicit ? 'all' : 'allPolicy',
+      requests.map((r) => ({ ...r, cost: r.cost ?? 1 })));
+  }
+
+  // Give cost back to the bucket, as rl_refund; true when it changed a live
+  // bucket.  During an outage, the in-memory bucket only.
+  async refund(limiter, key, cost = 1) {
+    checkNames(limiter, key);
+    checkCost(cost, limiter);
+    const id = this.identity(limiter, key);
+    const deadline = performance.now() + this.options.deadlineMs;
+    const memory = () => {
+      const e = this.table.find(id);
+      const now = nowUs();
+      if (e === null || !e.memory.present || e.memory.tatUs <= now) return false;
+      const back = e.memory.tatUs - BigInt(cost) * e.memory.intervalUs;
+      this.table.set(e, 'memory', back > now ? back : now, e.memory.intervalUs);
+      return true;
+    };
+    if (this.backingOff(performance.now())) return memory();
+    this.probing(performance.now());
+    const r = await this.query(this.queries.refund, [limiter, key, cost], false, deadline);
+    if (r.ok) {
+      this.healthy();
+      memory();
+      return r.result.rows[0][0];
+    }
+    if (r.badUse) throw r.badUse(limiter);
+    if (!r.busy) this.failed(r.reason, r.detail);
+    return memory();
+  }
+
+  stats() {
+    return { ...this.counters, evictions: this.table.evictions, keys: this.table.count };
+  }
+
+  // Close the connections; the limiter's last use.
+  end() {
+    return this.pool.end();
+  }
+
+  identity(limiter, key) {
+    return crypto.createHash('sha256').update(this.salt).update(limiter).update('\0').update(key)
+      .digest('base64');
+  }
+
+  // ---- the decision ----
+
+  checkItems(call, items) {
+    const byPolicy = call === 'policy' || call === 'allPolicy';
+    items.forEach((it, i) => {
+      try {
+        if (it === null || typeof it !== 'object') throw new RateLimitError('a request must be an object', '22023');
+        checkNames(it.limiter, it.key);
+        if (!byPolicy) {
+          it.limit = checkLimit(it.limiter, it.rate, it.burst);
+          it.known = true;
+        }
+        checkCost(it.cost, it.limiter);
+      } catch (err) {
+        if (items.length > 1) err.index = i;
+        throw err;
+      }
+      it.id = this.identity(it.limiter, it.key);
+      for (let j = 0; j < i; j++) {
+        if (items[j].id === it.id) {
+          throw new RateLimitError('limiters and keys must not name the same pair twice', '22023', it.limiter, i);
+        }
+      }
+    });
+  }
+
+  // The items' limits from the last read of rl_policies: a limiter not in
+  // it is not known, and the database decides on it without a pre-check.
+  applyPolicies(items) {
+    const wall = wallUs();
+    for (const it of items) {
+      const p = this.policies && this.policies.get(it.limiter);
+      const limit = p && gcra.limitInit(p.rate, p.burst, wall, gcra.PG_MAX_TIME_US).limit;
+      it.known = Boolean(limit);
+      if (limit) Object.assign(it, { limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
+    }
+  }
+
+  backingOff(now) {
+    return this.retryDbAt !== 0 && now < this.retryDbAt;
+  }
+
+  // After a failure, this request is the one attempt of its interval.
+  probing(now) {
+    if (this.retryDbAt !== 0) this.retryDbAt = now + this.options.backoffMs;
+  }
+
+  healthy() {
+    this.retryDbAt = 0;
+  }
+
+  failed(reason, detail) {
+    this.retryDbAt = performance.now() + this.options.backoffMs;
+    this.failureReason = reason;
+    this.failure = detail;
+  }
+
+  async decide(call, items) {
+    const byPolicy = call === 'policy' || call === 'allPolicy';
+    this.checkItems(call, items);
+    const deadline = performance.now() + this.options.deadlineMs;
+    let readPolicies = false;
+    if (byPolicy) {
+      this.applyPolicies(items);
+      // this call reads them; the others meanwhile use the last read
+      if (performance.now() >= this.policiesDue) {
+        readPolicies = true;
+        this.policiesDue = performance.now() + this.options.policyRefreshMs;
+      }
+    }
+    if (this.backingOff(performance.now())) {
+      if (readPolicies) this.policiesDue = 0;
+      return this.fallback(items, this.failureReason, this.failure);
+    }
+    // a due read goes to the database: the pre-check waits for its policy
+    if (!readPolicies) {
+      const refused = this.precheck(items);
+      if (refused) {
+        this.counters.local++;
+        return refused;
+      }
+    }
+    this.probing(performance.now());
+
+    const values = this.values(call, items);
+    const r = await this.query(this.queries[call], values, readPolicies, deadline);
+    if (r.policies) {
+      this.policies = new Map(r.policies.rows.map(([limiter, rate, burst, shadow]) => [limiter, { rate, burst, shadow }]));
+      this.counters.policyReads++;
+      this.applyPolicies(items);
+    } else if (readPolicies) this.policiesDue = 0;
+    if (r.ok) {
+      const d = this.parse(call, items, r.result);
+      if (d === null) {
+        const detail = `${call.startsWith('all') ? 'rl_take_all' : 'rl_take'} answered something that is not a decision`;
+        this.failed('error', detail);
+        return this.fallback(items, 'error', detail);
+      }
+      this.healthy();
+      this.counters.database++;
+      // each bucket's shared fill level, for an outage that starts now
+      const now = nowUs();
+      items.forEach((it, i) => {
+        if (!it.known) {
+          this.policiesDue = 0;	// a policy made since the last read
+          return;
+        }
+        const e = this.table.get(it.id, now, true);
+        if (e === null) return;
+        const us = d.resets[i] * 1e6 >= Number(it.limit.toleranceUs)
+          ? it.limit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
+        this.table.set(e, 'memory', now + us, it.limit.intervalUs);
+      });
+      delete d.resets;
+      return d;
+    }
+    if (r.badUse) {
+      this.healthy();
+      throw r.badUse(items[r.index ?? 0].limiter, items.length > 1 ? r.index ?? 0 : undefined);
+    }
+    // a full pool is load, not a failure of the database: no backoff
+    if (!r.busy) this.failed(r.reason, r.detail);
+    return this.fallback(items, r.reason, r.detail);
+  }
+
+  values(call, items) {
+    if (call === 'take') {
+      const [it] = items;
+      return [it.limiter, it.key, it.rate, it.burst, it.cost];
+    }
+    if (call === 'policy') return [items[0].limiter, items[0].key, items[0].cost];
+    const limiters = items.map((it) => it.limiter);
+    const keys = items.map((it) => it.key);
+    const costs = items.map((it) => it.cost);
+    return call === 'all'
+      ? [limiters, keys, items.map((it) => it.rate), items.map((it) => it.burst), costs]
+      : [limiters, keys, costs];
+  }
+
+  // The database's row as a decision with each bucket's reset_after; null
+  // when it is not one.
+  parse(call, items, result) {
+    const row = result.rows.length === 1 ? result.rows[0] : null;
+    if (row === null || typeof row[0] !== 'boolean' || !Number.isInteger(row[1]) || typeof row[3] !== 'number') return null;
+    const d = {
+      allowed: row[0], remaining: row[1], retryAfter: row[2] === null ? Infinity : row[2],
+      resetAfter: row[3], source: 'database', resets: [row[3]],
+    };
+    if (call === 'take' || call === 'policy') return d;
+    d.binding = items.findIndex((it) => it.limiter === row[4]);
+    d.limiter = row[4];
+    d.resets = row[5];
+    if (d.binding < 0 || !Array.isArray(d.resets) || d.resets.length !== items.length) return null;
+    return d;
+  }
+
+  // One database call within the deadline: { ok, result, policies } or
+  // { reason, detail, busy } or { badUse(limiter, index), index }.
+  async query(text, values, readPolicies, deadline) {
+    const ms = this.options.deadlineMs;
+    for (let secondTry = false; ; secondTry = true) {
+      const slot = await this.pool.acquire(deadline);
+      if (slot === null) {
+        return { reason: 'timeout', busy: true, detail: `no free connection within ${ms} ms (poolSize ${this.options.poolSize})` };
+      }
+      const reused = slot.client !== null;
+      let inFlight = false;
+      let policies = null;
+      try {
+        if (!reused) await this.pool.connect(slot, deadline);
+        inFlight = true;
+        if (readPolicies) {
+          policies = await within(slot.client.query({ text: this.queries.policies, rowMode: 'array' }), deadline);
+        }
+        const result = await within(slot.client.query({ text, values, rowMode: 'array' }), deadline);
+        inFlight = false;
+        this.pool.release(slot, !slot.client.rlBroken, false, false);
+        return { ok: true, result, policies };
+      } catch (err) {
+        const timeout = err instanceof Timeout;
+        const client = slot.client;
+        // a pooled connection the server closed, e.g. by a restart
+        const dead = reused && !timeout && client !== null && Boolean(client.rlBroken);
+        const keep = !timeout && client !== null && !client.rlBroken;
+        this.pool.release(slot, keep, timeout && inFlight, dead);
+        if (dead && !secondTry) continue;	// the server may be back: a new session, once
+        if (!timeout && isBadUse(err.code)) {
+          const element = /element (\d+)/.exec(err.where ?? '');
+          const index = element ? Number(element[1]) - 1 : 0;
+          const message = err.message;
+          return {
+            index: index >= 0 && index < 16 ? index : 0,
+            badUse: (limiter, i) => new RateLimitError(message, err.code, limiter, i),
+            policies,
+          };
+        }
+        if (timeout) {
+          return { reason: 'timeout', detail: err.message === 'connect' ? `could not connect within ${ms} ms` : `no answer within ${ms} ms`, policies };
+        }
+        const detail = (err.code ? `${err.message} (SQLSTATE ${err.code})` : err.message || String(err)).split('\n')[0];
+        return { reason: 'error', detail: detail || 'the connection failed', policies };
+      }
+    }
+  }
+
+  // ---- in memory ----
+
+  // The pre-check, all or nothing over the buckets of twice the burst: a
+  // refusal (source 'local') with the database's last answers carried
+  // forward, or null.  Not pre-checked: cost > burst, a shadow policy (it
+  // never denies), a limiter whose policy is not known.
+  precheck(items) {
+    const now = nowUs();
+    const wall = wallUs();
+    const requests = [];
+    const entries = [];
+    const which = [];
+    items.forEach((it, i) => {
+      if (!it.known || it.shadow || it.cost > it.burst) return;
+      const { limit } = gcra.limitInit(it.rate, Math.min(INT32_MAX, 2 * it.burst), wall, gcra.PG_MAX_TIME_US);
+      if (!limit) return;
+      const e = this.table.get(it.id, now, false);
+      if (e === null) return;	// no room: the database decides, unchecked
+      this.table.pin(e, true);
+      requests.push({ limit, bucket: { ...e.precheck }, cost: it.cost, shadow: false });
+      entries.push(e);
+      which.push(i);
+    });
+    if (requests.length === 0) return null;
+    const pre = gcra.decideAll(requests, now);
+    entries.forEach((e, i) => {
+      const d = pre.decisions[i];
+      if (d.store) this.table.set(e, 'precheck', d.newTatUs, requests[i].limit.intervalUs);
+      this.table.pin(e, false);
+    });
+    if (pre.combined.allowed) return null;
+
+    // the database's last answers, neither stored
+    const known = items.filter((it) => it.known);
+    const last = (spend) => gcra.decideAll(known.map((it) => {
+      const e = this.table.find(it.id);
+      return { limit: it.limit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
+    }), now).combined;
+    const peek = last(false);
+    const take = last(true);
+    const preRetry = pre.combined.retryAfterUs;
+    let retry;
+    if (take.allowed || (take.retryKnown && take.retryAfterUs < preRetry)) retry = seconds(preRetry);
+    else retry = take.retryKnown ? seconds(take.retryAfterUs) : Infinity;
+    return this.answer(items, {
+      allowed: false, remaining: peek.remaining, retryAfter: retry, resetAfter: seconds(peek.resetAfterUs),
+      binding: which[pre.combined.binding],
+    }, 'local');
+  }
+
+  // The in-memory limiter during an outage, all or nothing by the last
+  // known limits.  Refused, never allowed: a limiter whose policy was never
+  // read, a key without a bucket when memory is full of live ones.
+  fallback(items, reason, detail) {
+    const now = nowUs();
+    let d;
+    const unknown = items.findIndex((it) => !it.known);
+    if (unknown >= 0) {
+      const wait = this.retryDbAt === 0 ? 0 : Math.max(0, this.retryDbAt - performance.now()) / 1000;
+      d = { allowed: false, remaining: 0, retryAfter: wait, resetAfter: wait, binding: unknown };
+      this.counters.noPolicy++;
+    } else {
+      const entries = [];
+      for (const it of items) {
+        const e = this.table.get(it.id, now, false);
+        if (e === null) break;
+        this.table.pin(e, true);
+        entries.push(e);
+      }
+      if (entries.length === items.length) {
+        const requests = items.map((it, i) => ({ limit: it.limit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
+        const { combined, decisions } = gcra.decideAll(requests, now);
+        decisions.forEach((dd, i) => {
+          if (dd.store) this.table.set(entries[i], 'memory', dd.newTatUs, requests[i].limit.intervalUs);
+        });
+        d = {
+          allowed: combined.allowed, remaining: combined.remaining,
+          retryAfter: combined.retryKnown ? seconds(combined.retryAfterUs) : Infinity,
+          resetAfter: seconds(combined.resetAfterUs), binding: combined.binding,
+        };
+      }
+      for (const e of entries) this.table.pin(e, false);
+      if (d === undefined) {
+        const it = items[entries.length];
+        const roomAfter = seconds(this.table.firstFullAt() - now);
+        d = {
+          allowed: false, remaining: 0, retryAfter: it.cost > it.burst ? Infinity : roomAfter,
+          resetAfter: roomAfter, binding: entries.length,
+        };
+        this.counters.noRoom++;
+      }
+    }
+    this.counters.fallback++;
+    if (reason === 'timeout') this.counters.fallbackTimeout++;
+    else this.counters.fallbackError++;
+    this.warn(items, reason, detail);
+    return this.answer(items, d, 'fallback');
+  }
+
+  answer(items, d, source) {
+    d.source = source;
+    d.limiter = items[d.binding].limiter;
+    return d;
+  }
+
+  // At most one warning per limiter per interval; past MAX_WARNED_LIMITERS
+  // within one, the others share one summary line per interval.
+  warn(items, reason, detail) {
+    const now = performance.now();
+    const o = this.options;
+    const why = `the database failed (${reason}: ${detail}); it is tried again at most every ${o.backoffMs} ms`;
+    for (const limiter of new Set(items.map((it) => it.limiter))) {
+      const due = this.warned.get(limiter);
+      if (due !== undefined && due > now) continue;
+      this.warned.delete(limiter);
+      if (this.warned.size >= MAX_WARNED_LIMITERS) {
+        // the first is the one quiet the shortest: its interval may be over
+        const [first, firstDue] = this.warned.entries().next().value;
+        if (firstDue > now) {
+          if (now < this.summaryDue) continue;
+          this.summaryDue = now + o.warningIntervalMs;
+          this.logger.warn(`ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why}; ` +
+            `only ${MAX_WARNED_LIMITERS} are named, each at most once per ${o.warningIntervalMs} ms, and this line comes at most once per ${o.warningIntervalMs} ms`);
+          continue;
+        }
+        this.warned.delete(first);
+      }
+      this.warned.set(limiter, now + o.warningIntervalMs);
+      this.logger.warn(`ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why}`);
+    }
+  }
+}
+
+module.exports = { RateLimiter, RateLimitError, DEFAULTS };

@@ -1,0 +1,6 @@
+'use strict';
+// ratelimit-client: the ratelimit extension's decisions for Node, on pg.
+const { RateLimiter, RateLimitError, DEFAULTS } = require('./client');
+const { clientIp, clientIpForwarded, ipKey } = require('./client_ip');
+
+module.exports = { RateLimiter, RateLimitError, DEFAULTS, clientIp, clientIpForwarded, ipKey };
