@@ -200,6 +200,11 @@ class RateLimiter {
     return memory();
   }
 
+  // The limit of limiter's policy as last read ({ rate, burst, shadow }), or null.
+  policy(limiter) {
+    return (this.policies && this.policies.get(limiter)) ?? null;
+  }
+
   stats() {
     return { ...this.counters, evictions: this.table.evictions, keys: this.table.count };
   }

@@ -126,14 +126,21 @@ function parseRange(text) {
   return { addr, bits };
 }
 
-// trusted: an array of ranges, or one comma-separated string; null: nobody.
+// Checked trusted ranges, parsed once.
+class TrustList {
+  constructor(ranges) { this.ranges = ranges; }
+}
+
+// trusted: an array of ranges, one comma-separated string, or a TrustList;
+// null: nobody.
 function parseTrusted(trusted) {
-  if (trusted === null || trusted === undefined) return [];
+  if (trusted instanceof TrustList) return trusted;
+  if (trusted === null || trusted === undefined) return new TrustList([]);
   if (typeof trusted === 'string') {
-    return trusted.trim() === '' ? [] : trusted.split(',').map(parseRange);
+    return new TrustList(trusted.trim() === '' ? [] : trusted.split(',').map(parseRange));
   }
   if (!Array.isArray(trusted)) throw new RateLimitError('trusted must be an array of ranges or a string', '22023');
-  return trusted.map(parseRange);
+  return new TrustList(trusted.map(parseRange));
 }
 
 const isTrusted = (a, ranges) => ranges.some((r) => r.addr.v6 === a.v6 && prefixEqual(r.addr.bytes, a.bytes, r.bits));
@@ -282,7 +289,7 @@ function parseRemote(remote) {
 }
 
 function walk(next, remote, header, trusted) {
-  const ranges = parseTrusted(trusted);	// checked first, whatever the rest is
+  const { ranges } = parseTrusted(trusted);	// checked first, whatever the rest is
   if (remote === null || remote === undefined) return null;
   let cur = parseRemote(remote);
   if (!isTrusted(cur, ranges)) return format(cur);

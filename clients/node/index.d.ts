@@ -1,0 +1,166 @@
+// Types of ratelimit-client: decisions of the ratelimit PostgreSQL extension
+// with a local pre-check, a deadline and a per-process fallback.
+
+/** Who made a decision. */
+export type Source = 'database' | 'local' | 'fallback';
+
+export interface Decision {
+  allowed: boolean;
+  /** requests of cost 1 left in the burst */
+  remaining: number;
+  /** seconds; 0 when allowed; Infinity when never (cost > burst: rl_take's NULL) */
+  retryAfter: number;
+  /** seconds until the bucket is full again */
+  resetAfter: number;
+  source: Source;
+}
+
+/** The one answer of a multi-limit call, as rl_decision_all. */
+export interface DecisionAll extends Decision {
+  /** the index of the binding request */
+  binding: number;
+  /** its limiter, as rl_take_all's limiter */
+  limiter: string;
+}
+
+export interface Limit {
+  rate: number;
+  burst: number;
+}
+
+export interface TakeOptions {
+  /** requests per second; with burst: the explicit form, without: the policy */
+  rate?: number;
+  burst?: number;
+  /** default 1; 0 peeks */
+  cost?: number;
+}
+
+export interface Request extends TakeOptions {
+  limiter: string;
+  key: string;
+}
+
+/** Anything with a warn method: console, a pino or winston logger. */
+export interface Logger {
+  warn(message: string): unknown;
+}
+
+/** The subset of a pg client configuration the limiter passes on. */
+export interface ConnectionConfig {
+  host?: string;
+  port?: number;
+  database?: string;
+  user?: string;
+  password?: string | (() => string | Promise<string>);
+  ssl?: boolean | object;
+  application_name?: string;
+  [option: string]: unknown;
+}
+
+export interface RateLimiterOptions {
+  connectionString?: string;
+  connection?: ConnectionConfig;
+  /** schema of rl_take; null: the connection's search_path (default) */
+  schema?: string | null;
+  /** per decision, waiting for a connection and connecting included: 250 */
+  deadlineMs?: number;
+  /** after a failure, at most one database attempt per interval: 1000 */
+  backoffMs?: number;
+  /** connections, at most: 4 */
+  poolSize?: number;
+  /** keys in memory, at most: 100000 */
+  maxKeys?: number;
+  /** at most one warning per limiter per interval: 60000 */
+  warningIntervalMs?: number;
+  /** rl_policies is read again after: 10000 */
+  policyRefreshMs?: number;
+  /** how long a cancel request may wait for the server: 10000 */
+  cancelTimeoutMs?: number;
+  /** console by default */
+  logger?: Logger;
+}
+
+export interface Stats {
+  database: number;
+  local: number;
+  fallback: number;
+  fallbackTimeout: number;
+  fallbackError: number;
+  noRoom: number;
+  noPolicy: number;
+  policyReads: number;
+  evictions: number;
+  keys: number;
+}
+
+export const DEFAULTS: Readonly<Required<Omit<RateLimiterOptions, 'connectionString' | 'connection' | 'logger'>>>;
+
+/** Bad use: an argument the server refuses, or an error a retry cannot fix. */
+export class RateLimitError extends Error {
+  /** the server's SQLSTATE: 22xxx, 42501 or 42704 */
+  code: string;
+  limiter: string | undefined;
+  /** in a multi-limit call, the request at fault */
+  index?: number;
+}
+
+export class RateLimiter {
+  constructor(options?: RateLimiterOptions);
+  take(limiter: string, key: string, options?: TakeOptions): Promise<Decision>;
+  takeAll(requests: Request[]): Promise<DecisionAll>;
+  refund(limiter: string, key: string, cost?: number): Promise<boolean>;
+  policy(limiter: string): (Limit & { shadow: boolean }) | null;
+  stats(): Stats;
+  end(): Promise<void>;
+}
+
+/** A list of trusted ranges ("10.0.0.0/8", "::1") or one comma-separated string. */
+export type Trusted = readonly string[] | string | null;
+
+export function clientIp(remote: string | null | undefined, xForwardedFor: string | null | undefined, trusted: Trusted): string | null;
+export function clientIpForwarded(remote: string | null | undefined, forwarded: string | null | undefined, trusted: Trusted): string | null;
+export function ipKey(ip: string, ipv6Prefix?: number): string;
+
+export interface RateLimitFields {
+  'RateLimit-Policy': string;
+  RateLimit: string;
+  'Retry-After'?: string;
+}
+export function rateLimitHeaders(decision: Decision, limiter: string, rate: number, burst: number): RateLimitFields;
+
+/** The parts of Express's request and response the middleware uses. */
+export interface HttpRequest {
+  headers: Record<string, string | string[] | undefined>;
+  socket: { remoteAddress?: string };
+  rateLimit?: Decision | DecisionAll;
+}
+export interface HttpResponse {
+  set(field: string | Record<string, string>, value?: string): unknown;
+  status(code: number): HttpResponse;
+  type(type: string): HttpResponse;
+  send(body: string): unknown;
+}
+
+export interface LimitRequest extends TakeOptions {
+  limiter: string;
+  /** default: rl_ip_key of the client address */
+  key?: string;
+}
+
+export interface RateLimitOptions<Req extends HttpRequest = HttpRequest> extends TakeOptions {
+  /** one limit: its limiter (with rate and burst, or its policy) */
+  limiter?: string;
+  /** several limits, all or nothing; ip is rl_ip_key of the client address */
+  limits?: LimitRequest[] | ((req: Req, ip: string | null) => LimitRequest[]);
+  /** proxies whose header is believed; none by default */
+  trustedProxies?: Trusted;
+  /** 'x-forwarded-for' (default) or 'forwarded' (RFC 7239) */
+  header?: 'x-forwarded-for' | 'forwarded';
+  /** IPv6 clients share a budget per prefix: 64 */
+  ipv6Prefix?: number;
+}
+
+export function rateLimit<Req extends HttpRequest = HttpRequest>(
+  limiter: RateLimiter, options: RateLimitOptions<Req>,
+): (req: Req, res: HttpResponse, next: (err?: unknown) => void) => Promise<void>;

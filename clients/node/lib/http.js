@@ -1,0 +1,84 @@
+'use strict';
+// HTTP: the RateLimit fields of a decision (the values of the server's
+// rl_headers, src/http.c), and an Express middleware that answers 429 with
+// them and Retry-After, keyed by the client address that the nearest
+// trusted proxy saw (the rl_client_ip rules: a header is believed only as
+// far as trusted proxies wrote it).
+
+const gcra = require('./gcra');
+const { RateLimitError } = require('./client');
+const { clientIp, clientIpForwarded, ipKey, parseTrusted } = require('./client_ip');
+
+// Whole seconds, rounded up, of microseconds (BigInt).
+const ceilSeconds = (us) => (us + 999999n) / 1000000n;
+
+function sfString(limiter) {
+  if (!/^[\x20-\x7e]+$/.test(limiter)) {
+    throw new RateLimitError('limiter must be printable ASCII to name an HTTP rate limit', '22023', limiter);
+  }
+  return `"${limiter.replace(/["\\]/g, '\\$&')}"`;
+}
+
+// The fields of decision d of limiter under (rate, burst), as rl_headers:
+// { 'RateLimit-Policy', RateLimit, 'Retry-After' (a retriable denial only) }.
+function rateLimitHeaders(d, limiter, rate, burst) {
+  const name = sfString(limiter);
+  const { limit, error } = gcra.limitInit(rate, burst, BigInt(Date.now()) * 1000n - 946684800000000n,
+    gcra.PG_MAX_TIME_US);
+  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  const window = Math.max(1, Math.ceil(burst / rate));
+  const fields = { 'RateLimit-Policy': `${name};q=${burst};w=${window}` };
+  // seconds until the next cell is back: the debt modulo T, or T
+  const resetUs = BigInt(Math.round(d.resetAfter * 1e6));
+  let nextCell = 0n;
+  let value = `${name};r=${d.remaining}`;
+  if (resetUs > 0n) {
+    const back = resetUs % limit.intervalUs || limit.intervalUs;
+    nextCell = ceilSeconds(back);
+    value += `;t=${nextCell}`;
+  }
+  fields.RateLimit = value;
+  if (!d.allowed && Number.isFinite(d.retryAfter)) {
+    const retry = ceilSeconds(BigInt(Math.round(d.retryAfter * 1e6)));
+    fields['Retry-After'] = String(retry > nextCell ? retry : nextCell);
+  }
+  return fields;
+}
+
+// rateLimit(limiter, options): Express middleware.  options: limiter, rate,
+// burst, cost (one limit), or limits: an array or (req, ip) => array of
+// { limiter, key, rate, burst, cost } (all or nothing); a request without a
+// key is keyed by the client address (rl_ip_key of it, IPv6 by ipv6Prefix).
+// trustedProxies: the proxies whose header is believed (none by default);
+// header: 'x-forwarded-for' (default) or 'forwarded' (RFC 7239).
+function rateLimit(limiter, options = {}) {
+  const trusted = parseTrusted(options.trustedProxies ?? null);
+  const forwarded = (options.header ?? 'x-forwarded-for').toLowerCase() === 'forwarded';
+  const ipv6Prefix = options.ipv6Prefix ?? 64;
+  const single = options.limits === undefined
+    ? [{ limiter: options.limiter, rate: options.rate, burst: options.burst, cost: options.cost }] : null;
+  const limitsOf = typeof options.limits === 'function' ? options.limits : () => single ?? options.limits;
+
+  return async function rateLimitMiddleware(req, res, next) {
+    try {
+      const header = req.headers[forwarded ? 'forwarded' : 'x-forwarded-for'] ?? null;
+      const ip = (forwarded ? clientIpForwarded : clientIp)(req.socket.remoteAddress, header, trusted);
+      const ipText = ip === null ? null : ipKey(ip, ipv6Prefix);
+      const requests = limitsOf(req, ipText).map((r) => ({ ...r, key: r.key ?? ipText }));
+      const d = requests.length === 1 && options.limits === undefined
+        ? { ...(await limiter.take(requests[0].limiter, requests[0].key, requests[0])), binding: 0 }
+        : await limiter.takeAll(requests);
+      req.rateLimit = d;
+      const binding = requests[d.binding];
+      const limit = binding.rate !== undefined ? binding : limiter.policy(binding.limiter);
+      if (limit) res.set(rateLimitHeaders(d, binding.limiter, limit.rate, limit.burst));
+      else if (!d.allowed && Number.isFinite(d.retryAfter)) res.set('Retry-After', String(Math.ceil(d.retryAfter)));
+      if (d.allowed) return next();
+      return res.status(429).type('text/plain').send('Too many requests\n');
+    } catch (err) {
+      return next(err);
+    }
+  };
+}
+
+module.exports = { rateLimit, rateLimitHeaders };

@@ -1,0 +1,34 @@
+// A typed use of every call, checked by tsc --noEmit (test/clients/node.pl);
+// the lines marked @ts-expect-error must not type-check.
+import { RateLimiter, RateLimitError, rateLimit, rateLimitHeaders, clientIp, ipKey, Decision, DecisionAll, Stats } from 'ratelimit-client';
+
+async function use(): Promise<void> {
+  const limiter = new RateLimiter({ connectionString: 'postgres://web@localhost/app', deadlineMs: 250, logger: console });
+  const d: Decision = await limiter.take('auth_login', 'ada@example.com', { rate: 10 / 900, burst: 10 });
+  const p: Decision = await limiter.take('auth_login', 'ada@example.com');
+  const all: DecisionAll = await limiter.takeAll([{ limiter: 'sign_in_ip', key: '203.0.113.7' }, { limiter: 'sign_in_failures', key: 'ada' }]);
+  const index: number = all.binding;
+  const refunded: boolean = await limiter.refund('sign_in_failures', 'ada');
+  const stats: Stats = limiter.stats();
+  const seconds: number = d.retryAfter + p.resetAfter + stats.fallbackTimeout + index + (refunded ? 1 : 0);
+  const fields = rateLimitHeaders(d, 'auth_login', 10 / 900, 10);
+  const policy: string = fields['RateLimit-Policy'];
+  const ip: string | null = clientIp('10.0.0.1', '203.0.113.7', ['10.0.0.0/8']);
+  const key: string = ipKey(ip ?? '::1', 64);
+  const middleware = rateLimit(limiter, { limiter: 'auth_login', rate: 5 / 60, burst: 5, trustedProxies: '127.0.0.1' });
+  const two = rateLimit(limiter, { limits: (req, addr) => [{ limiter: 'sign_in_ip', key: addr ?? 'none' }, { limiter: 'x', key: String(req.headers.host) }] });
+  try {
+    await limiter.take('', 'k');
+  } catch (err) {
+    if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, policy, key, middleware, two);
+  }
+  // @ts-expect-error: the source is one of three
+  const wrong: Decision['source'] = 'cache';
+  // @ts-expect-error: a key is text
+  await limiter.take('auth_login', 42);
+  // @ts-expect-error: options are named
+  new RateLimiter({ deadline: 250 });
+  await limiter.end();
+  console.log(wrong);
+}
+use();
