@@ -54,14 +54,13 @@ sub thaw
 	}
 }
 
-my @cmd = ('node', '--test', '--test-reporter=tap', '--test-concurrency=1', 'test/');
+my @cmd = ('node', '--test', '--test-reporter=tap', '--test-concurrency=1',
+	map { s{^\Q$dir/\E}{}r } glob("$dir/test/*.test.js"));
 my $tap = '';
-my $h = IPC::Run::start(\@cmd, '>', \$tap, '2>&1', IPC::Run::timeout(900),
-	init => sub {
-		chdir $dir;
-		$ENV{RL_CLUSTERS} = encode_json(\%clusters);
-		$ENV{RL_PG_BIN} = $nodes{outage}->config_data('--bindir');
-	});
+local $ENV{RL_CLUSTERS} = encode_json(\%clusters);
+local $ENV{RL_PG_BIN} = $nodes{outage}->config_data('--bindir');
+my $h = IPC::Run::start(\@cmd, init => sub { chdir $dir }, '>', \$tap, '2>&1',
+	IPC::Run::timeout(900));
 eval { $h->finish; 1 } or do { diag("node --test: $@"); $h->kill_kill; };
 thaw();
 my $status = $h->full_result(0);

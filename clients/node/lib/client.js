@@ -214,7 +214,11 @@ class RateLimiter {
     return this.pool.end();
   }
 
+  // The name of (limiter, key) in memory: the text itself, or for long text
+  // a keyed hash, so that an entry stays small (no text holds a NUL, a hash
+  // never does, so the two never meet).
   identity(limiter, key) {
+    if (limiter.length + key.length <= 256) return `${limiter}\0${key}`;
     return crypto.createHash('sha256').update(this.salt).update(limiter).update('\0').update(key)
       .digest('base64');
   }
@@ -486,11 +490,13 @@ class RateLimiter {
       d = { allowed: false, remaining: 0, retryAfter: wait, resetAfter: wait, binding: unknown };
       this.counters.noPolicy++;
     } else {
+      // pinned, so that making room for one request never forgets another's
+      const pin = items.length > 1;
       const entries = [];
       for (const it of items) {
         const e = this.table.get(it.id, now, false);
         if (e === null) break;
-        this.table.pin(e, true);
+        if (pin) this.table.pin(e, true);
         entries.push(e);
       }
       if (entries.length === items.length) {
@@ -505,7 +511,7 @@ class RateLimiter {
           resetAfter: seconds(combined.resetAfterUs), binding: combined.binding,
         };
       }
-      for (const e of entries) this.table.pin(e, false);
+      if (pin) for (const e of entries) this.table.pin(e, false);
       if (d === undefined) {
         const it = items[entries.length];
         const roomAfter = seconds(this.table.firstFullAt() - now);

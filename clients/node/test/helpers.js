@@ -11,13 +11,13 @@ const clusters = process.env.RL_CLUSTERS ? JSON.parse(process.env.RL_CLUSTERS) :
 // without clusters (a plain npm test), the tests that need one are skipped
 const skip = clusters === null ? 'needs the clusters of test/clients/node.pl' : false;
 
-function connection(name) {
+function connection(name, database = 'postgres') {
   const c = clusters[name];
-  return { host: c.host, port: c.port, database: 'postgres', user: os.userInfo().username };
+  return { host: c.host, port: c.port, database, user: os.userInfo().username };
 }
 
-async function sql(name, text, values = []) {
-  const client = new pg.Client(connection(name));
+async function sql(name, text, values = [], database = 'postgres') {
+  const client = new pg.Client(connection(name, database));
   await client.connect();
   try {
     return (await client.query(text, values)).rows;

@@ -1,0 +1,241 @@
+'use strict';
+// Outages: the server stopped, refused, and stalled by SIGSTOP of its own
+// processes.  Every call returns within the deadline plus a margin and
+// decides in memory at the same limit, continuing from the database's last
+// answer; one warning per limiter; counters by reason; one attempt per
+// backoff interval; back to the database after the backoff.  Memory stays
+// bounded and never fails open; policies last known decide.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { RateLimiter } = require('..');
+const h = require('./helpers');
+
+const DEADLINE = 250;
+const MARGIN = 150;	// a loaded machine's event loop, never a second deadline
+const within = (ms, what) => assert.ok(ms < DEADLINE + MARGIN, `${what}: ${ms.toFixed(0)} ms is within the deadline`);
+const down = { host: '127.0.0.1', port: 1 };	// nothing listens there: refused
+
+// Until the database decides again (at most limitMs).
+async function untilDatabase(call, limitMs) {
+  const t0 = performance.now();
+  for (;;) {
+    const d = await call();
+    if (d.source === 'database') return performance.now() - t0;
+    assert.ok(performance.now() - t0 < limitMs, `back to the database within ${limitMs} ms`);
+    await h.sleep(50);
+  }
+}
+
+test('stopped server: in memory within the deadline from the last answer, one warning per limiter, counters; back after the backoff', { skip: h.skip }, async () => {
+  const log = h.logger();
+  const rl = new RateLimiter({ connection: h.connection('outage'), backoffMs: 500, logger: log });
+  const limiter = h.name('stopped');
+  const policy = h.name('stopped_policy');
+  const later = h.name('later_policy');
+  await h.sql('outage', 'INSERT INTO rl_policies VALUES ($1, $2, 3)', [policy, 1 / 3600]);
+  const take = () => rl.take(limiter, 'k', { rate: 1 / 3600, burst: 5 });
+  try {
+    for (let i = 0; i < 3; i++) assert.equal((await take()).source, 'database');
+    assert.equal((await rl.take(policy, 'k')).remaining, 2);
+    // made after the client read rl_policies: never read
+    await h.sql('outage', 'INSERT INTO rl_policies VALUES ($1, 1, 1)', [later]);
+    h.stop('outage');
+    const ds = [];
+    for (let i = 0; i < 4; i++) {
+      const { ms, value } = await h.timed(take());
+      within(ms, `call ${i + 1} with the server stopped`);
+      ds.push(value);
+    }
+    assert.deepEqual(ds.map((d) => [d.source, d.allowed, d.remaining]),
+      [['fallback', true, 1], ['fallback', true, 0], ['fallback', false, 0], ['fallback', false, 0]],
+      'the 2 of 5 left before the outage, and no more');
+    assert.ok(ds[2].retryAfter > 3590 && ds[2].retryAfter <= 3600, `retry_after ${ds[2].retryAfter} s: one cell at 1/3600`);
+    // the last policies read decide; one never read is refused
+    assert.deepEqual([(await rl.take(policy, 'k')).allowed, (await rl.take(policy, 'k')).allowed, (await rl.take(policy, 'k')).allowed],
+      [true, true, false]);
+    const never = await rl.take(later, 'k');
+    assert.equal(never.allowed, false);
+    assert.equal(never.source, 'fallback');
+    const s = rl.stats();
+    assert.equal(s.fallback, 8);
+    assert.equal(s.fallbackError, 8, 'the reason: an error (refused, terminated)');
+    assert.equal(s.fallbackTimeout, 0);
+    assert.equal(s.noPolicy, 1);
+    assert.equal(log.lines.filter((l) => l.includes(`"${limiter}"`)).length, 1, 'one warning for the limiter');
+    assert.equal(log.lines.filter((l) => l.includes(`"${policy}"`)).length, 1, 'one for the policy');
+    assert.equal(log.lines.length, 3);
+    assert.match(log.lines[0], /is decided in memory at the same limit: the database failed \(error: .*\); it is tried again at most every 500 ms/);
+  } finally {
+    h.start('outage');
+  }
+  try {
+    const ms = await untilDatabase(() => rl.take(limiter, 'k2', { rate: 1 / 3600, burst: 5 }), 1500);
+    assert.ok(ms <= 1500);
+    assert.equal((await rl.take(later, 'k')).source, 'database', 'the new policy is read');
+  } finally {
+    await rl.end();
+  }
+});
+
+test('refused connection: a client that never reached the database decides explicit calls in memory and refuses policies it never read', { skip: h.skip }, async () => {
+  const rl = new RateLimiter({ connection: down, logger: h.logger() });
+  const ds = [];
+  for (let i = 0; i < 3; i++) ds.push(await rl.take('refused', 'k', { rate: 1 / 3600, burst: 2 }));
+  assert.deepEqual(ds.map((d) => [d.source, d.allowed]), [['fallback', true], ['fallback', true], ['fallback', false]]);
+  const p = await rl.take('some_policy', 'k');
+  assert.deepEqual([p.source, p.allowed, p.remaining], ['fallback', false, 0]);
+  assert.ok(p.retryAfter > 0 && p.retryAfter <= 1, 'retry when the database is tried again');
+  assert.equal(rl.stats().noPolicy, 1);
+  const all = await rl.takeAll([{ limiter: 'refused', key: 'a', rate: 1, burst: 1 }, { limiter: 'refused', key: 'b', rate: 1, burst: 1, cost: 2 }]);
+  assert.deepEqual([all.allowed, all.binding, all.retryAfter], [false, 1, Infinity], 'take_all in memory: cost > burst binds');
+  assert.equal((await rl.take('refused', 'a', { rate: 1, burst: 1 })).allowed, true, 'the denied take_all spent nothing');
+  await rl.end();
+});
+
+test('stalled server (SIGSTOP): every call within the deadline, in memory (timeout); one attempt per backoff interval; back after SIGCONT', { skip: h.skip }, async () => {
+  const log = h.logger();
+  const rl = new RateLimiter({ connection: h.connection('outage'), backoffMs: 600, poolSize: 2, logger: log });
+  const limiter = h.name('stalled');
+  const take = (key = 'k') => rl.take(limiter, key, { rate: 1 / 3600, burst: 10 });
+  try {
+    for (let i = 0; i < 4; i++) assert.equal((await take()).source, 'database');
+    h.freeze('outage');
+    try {
+      const first = await h.timed(take());
+      within(first.ms, 'the first call');
+      assert.ok(first.ms >= DEADLINE - 20, 'it waited for its deadline');
+      assert.deepEqual([first.value.source, first.value.remaining], ['fallback', 5], 'from the database\'s last answer');
+      // in the backoff: nobody waits
+      const burst = await h.timed(Promise.all(Array.from({ length: 20 }, (_, i) => take(`b${i}`))));
+      assert.ok(burst.ms < 100, `20 calls in the backoff take ${burst.ms.toFixed(0)} ms`);
+      assert.ok(burst.value.every((d) => d.source === 'fallback'));
+      await h.sleep(650);
+      // after the backoff: one call tries the database, the others decide at once
+      const t0 = performance.now();
+      const times = await Promise.all(Array.from({ length: 10 }, (_, i) => take(`c${i}`).then(() => performance.now() - t0)));
+      times.forEach((ms, i) => within(ms, `concurrent call ${i + 1}`));
+      assert.equal(times.filter((ms) => ms >= DEADLINE - 20).length, 1, 'one attempt on the database');
+      // a new connection to a frozen server does not hold either
+      const fresh = new RateLimiter({ connection: h.connection('outage'), logger: h.logger() });
+      const connecting = await h.timed(fresh.take(limiter, 'k', { rate: 1 / 3600, burst: 10 }));
+      within(connecting.ms, 'connecting to the frozen server');
+      assert.equal(connecting.value.source, 'fallback');
+      await fresh.end();
+      const s = rl.stats();
+      assert.equal(s.fallbackTimeout, 31);
+      assert.equal(s.fallbackError, 0);
+      assert.equal(log.lines.length, 1);
+      assert.match(log.lines[0], /\(timeout: no answer within 250 ms\)/);
+    } finally {
+      h.thaw();
+    }
+    await untilDatabase(() => take('after'), 2000);
+    // the abandoned queries were cancelled or their sessions closed
+    let active;
+    for (let i = 0; i < 40; i++) {
+      [{ active }] = await h.sql('outage', `SELECT count(*)::int AS active FROM pg_stat_activity
+        WHERE application_name = 'ratelimit_client' AND state = 'active'`);
+      if (active === 0) break;
+      await h.sleep(100);
+    }
+    assert.equal(active, 0, 'no query of the frozen time still runs');
+  } finally {
+    h.thaw();
+    await rl.end();
+  }
+});
+
+test('bounded memory: maxKeys keys at most; with the database every decision exact, in an outage only full buckets make room', { skip: h.skip }, async () => {
+  const rl = new RateLimiter({ connection: h.connection('table'), maxKeys: 8 });
+  const limiter = h.name('keys');
+  try {
+    for (let round = 0; round < 2; round++) {
+      for (let k = 0; k < 40; k++) {
+        const d = await rl.take(limiter, `k${k}`, { rate: 1 / 3600, burst: 2 });
+        assert.deepEqual([d.source, d.allowed, d.remaining], ['database', true, 1 - round], `key ${k}, round ${round + 1}`);
+      }
+    }
+    assert.equal(rl.stats().keys, 8);
+    assert.equal(rl.stats().evictions, 72);
+  } finally {
+    await rl.end();
+  }
+
+  const out = new RateLimiter({ connection: down, maxKeys: 4, logger: h.logger() });
+  let allowed = 0;
+  let refused = null;
+  for (let i = 0; i < 200; i++) {
+    const d = await out.take('hammered', `k${i % 10}`, { rate: 1 / 3600, burst: 2 });
+    if (d.allowed) allowed++;
+    else if (i % 10 >= 4) refused = d;
+  }
+  assert.equal(allowed, 8, '4 keys with room, 2 each; never more');
+  assert.ok(refused.retryAfter > 7000, `a key without room: retry when a bucket is full again (${refused.retryAfter} s)`);
+  assert.ok(out.stats().noRoom > 0);
+  assert.equal(out.stats().keys, 4);
+  // fast buckets are full again soon, and then make room
+  const fast = new RateLimiter({ connection: down, maxKeys: 2, logger: h.logger() });
+  const f = (k) => fast.take('fast', k, { rate: 20, burst: 1 });
+  assert.equal((await f('a')).allowed, true);
+  assert.equal((await f('b')).allowed, true);
+  const none = await f('c');
+  assert.equal(none.allowed, false);
+  assert.ok(none.retryAfter > 0 && none.retryAfter <= 0.05);
+  await h.sleep(80);
+  assert.equal((await f('c')).allowed, true);
+  await out.end();
+  await fast.end();
+});
+
+test('warnings: at most one per limiter per interval; past 1024 limiters one summary line per interval', { skip: h.skip }, async () => {
+  const log = h.logger();
+  const rl = new RateLimiter({ connection: down, logger: log });
+  const round = async () => {
+    for (let i = 0; i < 2000; i++) {
+      for (let j = 0; j < 2; j++) await rl.take(`limiter${i}`, 'k', { rate: 1, burst: 1 });
+    }
+  };
+  await round();
+  const named = log.lines.filter((l) => l.startsWith('ratelimit: limiter "'));
+  assert.equal(named.length, 1024);
+  assert.equal(new Set(named).size, 1024, 'no limiter named twice');
+  assert.equal(log.lines.length, 1025);
+  assert.match(log.lines[1024], /^ratelimit: more than 1024 limiters are decided in memory at the same limit: .*; only 1024 are named, each at most once per 60000 ms/);
+  await round();
+  assert.equal(log.lines.length, 1025, 'within the interval: not one more line');
+  await rl.end();
+
+  // after the interval, a limiter is named again
+  const short = h.logger();
+  const quick = new RateLimiter({ connection: down, warningIntervalMs: 300, logger: short });
+  const three = async () => { for (const l of ['a', 'b', 'c']) await quick.take(l, 'k', { rate: 1, burst: 1 }); };
+  await three();
+  await three();
+  assert.equal(short.lines.length, 3);
+  await h.sleep(350);
+  await three();
+  assert.equal(short.lines.length, 6);
+  assert.deepEqual(short.lines.slice(3).map((l) => l.split('"')[1]), ['a', 'b', 'c']);
+  await quick.end();
+});
+
+test('policies: the copy of rl_policies is read at most every policyRefreshMs; the database decides by a new policy at once', { skip: h.skip }, async () => {
+  const policy = h.name('refresh');
+  await h.sql('table', 'INSERT INTO rl_policies VALUES ($1, 1, 2)', [policy]);
+  const rl = new RateLimiter({ connection: h.connection('table'), policyRefreshMs: 400 });
+  try {
+    await rl.take(policy, 'k');
+    await Promise.all(Array.from({ length: 5 }, (_, i) => rl.take(policy, `c${i}`)));
+    assert.equal(rl.stats().policyReads, 1, 'one read for the first call and those within the interval');
+    await h.sql('table', 'UPDATE rl_policies SET burst = 5 WHERE limiter = $1', [policy]);
+    await rl.take(policy, 'k2');
+    assert.equal(rl.policy(policy).burst, 2, 'the copy is not older than policyRefreshMs');
+    await h.sleep(450);
+    const d = await rl.take(policy, 'k3');
+    assert.equal(d.remaining, 4, 'the database decides by the new policy at once');
+    assert.equal(rl.policy(policy).burst, 5);
+    assert.equal(rl.stats().policyReads, 2);
+  } finally {
+    await rl.end();
+  }
+});
