@@ -183,12 +183,12 @@ test('event loop: 300 concurrent calls over one burst of 100 allow exactly 100, 
   } finally {
     await rl.end();
   }
-  // nothing listens on port 1: every decision falls back
+  // nothing listens on port 1: after one failure, every decision is made in memory
   const down = new RateLimiter({ connection: { host: '127.0.0.1', port: 1 }, logger: h.logger() });
+  await down.take('concurrent', 'first', { rate: 1 / 3600, burst: 100 });
   const ds = await Promise.all(Array.from({ length: 300 }, () => down.take('concurrent', 'k', { rate: 1 / 3600, burst: 100 })));
   assert.equal(ds.filter((d) => d.allowed).length, 100);
-  assert.ok(ds.every((d) => d.source !== 'database'), 'in memory: the fallback, or the pre-check');
-  assert.ok(ds.filter((d) => d.source === 'fallback').length >= 100);
+  assert.ok(ds.every((d) => d.source === 'fallback'));
   await down.end();
 });
 
