@@ -540,8 +540,9 @@ class RateLimiter {
   warn(items, reason, detail) {
     const now = performance.now();
     const o = this.options;
-    const why = `the database failed (${reason}: ${detail}); it is tried again at most every ${o.backoffMs} ms`;
-    for (const limiter of new Set(items.map((it) => it.limiter))) {
+    const why = () => `the database failed (${reason}: ${detail}); it is tried again at most every ${o.backoffMs} ms`;
+    const limiters = items.length === 1 ? [items[0].limiter] : new Set(items.map((it) => it.limiter));
+    for (const limiter of limiters) {
       const due = this.warned.get(limiter);
       if (due !== undefined && due > now) continue;
       this.warned.delete(limiter);
@@ -551,14 +552,14 @@ class RateLimiter {
         if (firstDue > now) {
           if (now < this.summaryDue) continue;
           this.summaryDue = now + o.warningIntervalMs;
-          this.logger.warn(`ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why}; ` +
+          this.logger.warn(`ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why()}; ` +
             `only ${MAX_WARNED_LIMITERS} are named, each at most once per ${o.warningIntervalMs} ms, and this line comes at most once per ${o.warningIntervalMs} ms`);
           continue;
         }
         this.warned.delete(first);
       }
       this.warned.set(limiter, now + o.warningIntervalMs);
-      this.logger.warn(`ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why}`);
+      this.logger.warn(`ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why()}`);
     }
   }
 }
