@@ -107,7 +107,7 @@ test('stalled server (SIGSTOP): every call within the deadline, in memory (timeo
       assert.deepEqual([first.value.source, first.value.remaining], ['fallback', 5], 'from the database\'s last answer');
       // in the backoff: nobody waits
       const burst = await h.timed(Promise.all(Array.from({ length: 20 }, (_, i) => take(`b${i}`))));
-      assert.ok(burst.ms < 100, `20 calls in the backoff take ${burst.ms.toFixed(0)} ms`);
+      assert.ok(burst.ms < DEADLINE - 20, `20 calls in the backoff take ${burst.ms.toFixed(0)} ms: none waited for a deadline`);
       assert.ok(burst.value.every((d) => d.source === 'fallback'));
       await h.sleep(650);
       // after the backoff: one call tries the database, the others decide at once
