@@ -209,9 +209,9 @@ class RateLimiter {
     return { ...this.counters, evictions: this.table.evictions, keys: this.table.count };
   }
 
-  // Close the connections; the limiter's last use.
+  // Close the connections, within a deadline; the limiter's last use.
   end() {
-    return this.pool.end();
+    return this.pool.end(this.options.deadlineMs);
   }
 
   // The name of (limiter, key) in memory: the text itself, or for long text

@@ -138,10 +138,19 @@ class Pool {
     if (kept !== null) this.idle.push(kept);
   }
 
-  // Close the idle connections; a busy one closes when its decision ends.
-  end() {
+  // Close the idle connections, waiting at most waitMs for the server to
+  // see them go (a frozen server never answers); a busy one closes when its
+  // decision ends.
+  async end(waitMs) {
     this.ended = true;
-    return Promise.all(this.idle.splice(0).map((c) => c.end().catch(() => {})));
+    const idle = this.idle.splice(0);
+    let timer;
+    await Promise.race([
+      Promise.all(idle.map((c) => c.end().catch(() => {}))),
+      new Promise((resolve) => { timer = setTimeout(resolve, waitMs); }),
+    ]);
+    clearTimeout(timer);
+    idle.forEach(destroy);
   }
 }
 

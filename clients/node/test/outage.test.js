@@ -92,13 +92,15 @@ test('refused connection: a client that never reached the database decides expli
   await rl.end();
 });
 
-test('stalled server (SIGSTOP): every call within the deadline, in memory (timeout); one attempt per backoff interval; back after SIGCONT', { skip: h.skip }, async () => {
+test('stalled server (SIGSTOP): every call within the deadline, in memory (timeout), connecting and end() too; one attempt per backoff interval; back after SIGCONT', { skip: h.skip }, async () => {
   const log = h.logger();
   const rl = new RateLimiter({ connection: h.connection('outage'), backoffMs: 600, poolSize: 2, logger: log });
   const limiter = h.name('stalled');
   const take = (key = 'k') => rl.take(limiter, key, { rate: 1 / 3600, burst: 10 });
   try {
     for (let i = 0; i < 4; i++) assert.equal((await take()).source, 'database');
+    const idle = new RateLimiter({ connection: h.connection('outage') });
+    assert.equal((await idle.take(limiter, 'idle', { rate: 1, burst: 1 })).source, 'database');
     h.freeze('outage');
     try {
       const first = await h.timed(take());
@@ -121,6 +123,7 @@ test('stalled server (SIGSTOP): every call within the deadline, in memory (timeo
       within(connecting.ms, 'connecting to the frozen server');
       assert.equal(connecting.value.source, 'fallback');
       await fresh.end();
+      within((await h.timed(idle.end())).ms, 'end() with an idle connection to the frozen server');
       const s = rl.stats();
       assert.equal(s.fallbackTimeout, 31);
       assert.equal(s.fallbackError, 0);
