@@ -32,7 +32,8 @@ test('stopped server: in memory within the deadline from the last answer, one wa
   const limiter = h.name('stopped');
   const policy = h.name('stopped_policy');
   const later = h.name('later_policy');
-  await h.sql('outage', 'INSERT INTO rl_policies VALUES ($1, $2, 3)', [policy, 1 / 3600]);
+  const shadow = h.name('stopped_shadow');
+  await h.sql('outage', 'INSERT INTO rl_policies VALUES ($1, $2, 3, false), ($3, $2, 1, true)', [policy, 1 / 3600, shadow]);
   const take = () => rl.take(limiter, 'k', { rate: 1 / 3600, burst: 5 });
   try {
     for (let i = 0; i < 3; i++) assert.equal((await take()).source, 'database');
@@ -53,17 +54,22 @@ test('stopped server: in memory within the deadline from the last answer, one wa
     // the last policies read decide; one never read is refused
     assert.deepEqual([(await rl.take(policy, 'k')).allowed, (await rl.take(policy, 'k')).allowed, (await rl.take(policy, 'k')).allowed],
       [true, true, false]);
+    // a shadow policy is decided in memory as an enforced one, and never denies
+    const shadowed = [];
+    for (let i = 0; i < 3; i++) shadowed.push(await rl.take(shadow, 'k'));
+    assert.deepEqual(shadowed.map((d) => [d.source, d.allowed, d.remaining]),
+      [['fallback', true, 0], ['fallback', true, 0], ['fallback', true, 0]]);
     const never = await rl.take(later, 'k');
     assert.equal(never.allowed, false);
     assert.equal(never.source, 'fallback');
     const s = rl.stats();
-    assert.equal(s.fallback, 8);
-    assert.equal(s.fallbackError, 8, 'the reason: an error (refused, terminated)');
+    assert.equal(s.fallback, 11);
+    assert.equal(s.fallbackError, 11, 'the reason: an error (refused, terminated)');
     assert.equal(s.fallbackTimeout, 0);
     assert.equal(s.noPolicy, 1);
     assert.equal(log.lines.filter((l) => l.includes(`"${limiter}"`)).length, 1, 'one warning for the limiter');
     assert.equal(log.lines.filter((l) => l.includes(`"${policy}"`)).length, 1, 'one for the policy');
-    assert.equal(log.lines.length, 3);
+    assert.equal(log.lines.length, 4);
     assert.match(log.lines[0], /is decided in memory at the same limit: the database failed \(error: .*\); it is tried again at most every 500 ms/);
   } finally {
     h.start('outage');
