@@ -221,6 +221,10 @@ class Limiter:
             return result
         return self._core.refund_finish(plan, self._db(plan))
 
+    def policy(self, limiter):
+        """The policy last read for limiter: (rate, burst, shadow), or None."""
+        return self._core.policies.get(limiter)
+
     def stats(self):
         """The counters (a Stats), at any time."""
         return self._core.stats()
