@@ -81,8 +81,15 @@ def first_line(error):
     return text or type(error).__name__
 
 
-def failure(error):
-    """The Outcome of a psycopg error: bad use (a retry cannot fix it) or an outage."""
+def failure(error, policies=None):
+    """The Outcome of a psycopg error: bad use (a retry cannot fix it) or an outage;
+    with the rows of rl_policies when they were read before it."""
+    out = _failure(error)
+    out.policies = policies
+    return out
+
+
+def _failure(error):
     state = getattr(error, "sqlstate", None)
     diag = getattr(error, "diag", None)
     primary = (diag.message_primary if diag is not None else None) or first_line(error)

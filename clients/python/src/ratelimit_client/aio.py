@@ -143,12 +143,10 @@ class AsyncLimiter:
             return plan
         return self._core.finish(plan, await self._db(plan))
 
-    async def _run(self, conn, plan, query, params):
-        policies = None
+    async def _run(self, conn, plan, query, params, read):
         if plan.read_policies:
-            policies = await (await conn.execute(self._queries.policies)).fetchall()
-        row = await (await conn.execute(query, params)).fetchone()
-        return row, policies
+            read.append(await (await conn.execute(self._queries.policies)).fetchall())
+        return await (await conn.execute(query, params)).fetchone()
 
     async def _db(self, plan):
         deadline = plan.deadline
@@ -167,8 +165,9 @@ class AsyncLimiter:
                     return _core.Outcome(_core.TIMEOUT, f"could not connect within {self._core.deadline_ms} ms")
                 except psycopg.Error as e:
                     return _core.Outcome(_core.ERROR, _sql.first_line(e))
+            read = []
             try:
-                row, policies = await asyncio.wait_for(self._run(conn, plan, query, params),
+                row = await asyncio.wait_for(self._run(conn, plan, query, params, read),
                                                        max(0.0, deadline - time.monotonic()))
             except asyncio.TimeoutError:
                 self._pool.release(conn, False, in_flight=True)
@@ -180,10 +179,10 @@ class AsyncLimiter:
                     self._pool.drop_idle()
                     second_try = True
                     continue
-                return _sql.failure(e)
+                return _sql.failure(e, read[0] if read else None)
             except BaseException:
                 # the caller was cancelled mid-query: the connection may still run it
                 self._pool.release(conn, False, in_flight=True)
                 raise
             self._pool.release(conn, True)
-            return _sql.answer(plan, row, policies)
+            return _sql.answer(plan, row, read[0] if read else None)

@@ -265,8 +265,10 @@ class Limiter:
                 except psycopg.Error as e:
                     return _core.Outcome(_core.ERROR, _sql.first_line(e))
             conn.rl_deadline = deadline
+            policies = None
             try:
-                policies = conn.execute(self._queries.policies).fetchall() if plan.read_policies else None
+                if plan.read_policies:
+                    policies = conn.execute(self._queries.policies).fetchall()
                 row = conn.execute(query, params).fetchone()
             except _Deadline:
                 conn.rl_deadline = None
@@ -282,7 +284,7 @@ class Limiter:
                     self._pool.drop_idle()
                     second_try = True
                     continue
-                return _sql.failure(e)
+                return _sql.failure(e, policies)
             conn.rl_deadline = None
             self._pool.release(conn, True)
             return _sql.answer(plan, row, policies)
