@@ -51,6 +51,8 @@ def test_refused_server_is_tried_once_per_backoff(server, make_limiter):
     """8 threads for 1.5 s against a stopped server: at most one attempt per interval."""
     lim = make_limiter("outage", backoff=0.3)
     server.stop()
+    # the failure that starts the backoff (while healthy, every call may try)
+    assert lim.take("outage_backoff", fresh(), 1000, 1000).source == Source.FALLBACK
     attempts = []
     real_db = lim._db
 
