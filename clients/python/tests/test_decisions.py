@@ -37,6 +37,16 @@ def test_explicit_equals_server(store, make_limiter):
     assert (d.allowed, d.retry_after, d.source) == (False, math.inf, Source.DATABASE)
 
 
+def test_interval_rounds_as_the_server(store, make_limiter):
+    """T = round(1e6 / rate) halves away from zero, as C's round(): 400 000/s is T = 3 us."""
+    from ratelimit_client import gcra
+    lim = make_limiter(store)
+    for rate in (400000.0, 2e6 / 3, 1e6 / 4.5):
+        d = lim.take("round", fresh(), rate, 1)
+        assert d.source == Source.DATABASE
+        assert round(d.reset_after * 1e6) == gcra.limit_init(rate, 1, 0, 2**62)[1].interval_us
+
+
 def test_policy_and_take_all_equal_server(store, make_limiter):
     lim = make_limiter(store)
     ip, email, ip2, email2 = fresh(), fresh(), fresh(), fresh()

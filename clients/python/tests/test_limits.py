@@ -9,13 +9,14 @@ from ratelimit_client import Limiter, Source
 
 
 def test_within_its_limit_never_precheck_refused(make_limiter):
-    """A caller at its rate never fills the pre-check: every decision is the database's."""
+    """A caller within its limit (its whole burst at once, then a refill) never fills the pre-check."""
     lim = make_limiter("table")
     key = uuid.uuid4().hex
-    for _ in range(30):
-        d = lim.take("steady", key, 20, 2)
-        assert d.source == Source.DATABASE
-        time.sleep(0.05)
+    for _ in range(5):
+        for _ in range(4):
+            d = lim.take("steady", key, 10, 4)
+            assert d.source == Source.DATABASE and d.allowed
+        time.sleep(0.45)
     assert lim.stats().local == 0
 
 
