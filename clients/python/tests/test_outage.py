@@ -145,8 +145,13 @@ def test_stalled_server_deadline_asyncio(server):
     asyncio.run(main())
 
 
-def test_restart_with_stale_pool(server, make_limiter):
-    """Four pooled connections go stale in a restart: the first call after it is the database's."""
+@pytest.mark.parametrize("defence", ["checkout check", "one more try"])
+def test_restart_with_stale_pool(server, make_limiter, monkeypatch, defence):
+    """Four pooled connections go stale in a restart: the first call after it is the database's,
+    whether the checkout finds them closed or a query on one fails (then the others go too)."""
+    if defence == "one more try":
+        from ratelimit_client import client
+        monkeypatch.setattr(client, "stale", lambda pgconn: False)
     lim = make_limiter("outage", pool_size=4, backoff=30)
     key = fresh()
     barrier = threading.Barrier(4)
@@ -160,11 +165,16 @@ def test_restart_with_stale_pool(server, make_limiter):
     for t in threads:
         t.join()
     assert len(lim._pool.idle) == 4
+    drops = []
+    real_drop = lim._pool.drop_idle
+    lim._pool.drop_idle = lambda: (drops.append(1), real_drop())
     server.restart()
     for _ in range(6):
         d = lim.take("outage_restart", key, 0.001, 10)
         assert d.source == Source.DATABASE, lim._core.failure
     assert lim.stats().fallback == 0
+    # the check finds them all closed without a query; else one query fails and takes the others along
+    assert len(drops) == (0 if defence == "checkout check" else 1)
 
 
 def test_policies_during_an_outage(server, make_limiter):
