@@ -123,6 +123,9 @@ def test_flask_decorator_trusts_only_its_proxies(make_limiter):
     assert [r.status_code for r in a] == [200, 200, 429]
     assert a[0].headers["RateLimit"] == f'"{name}";r=1;t=1000' and "Retry-After" in a[2].headers
     assert client.get("/", headers={"X-Forwarded-For": "203.0.113.8"}).status_code == 200
+    # several X-Forwarded-For lines are one list, in the order they arrived: a client's own line is left
+    two = client.get("/", headers=[("X-Forwarded-For", "6.6.6.6"), ("X-Forwarded-For", "203.0.113.7")])
+    assert two.status_code == 429
     # no proxy trusted: a made-up header is ignored, the peer is limited
     assert client.get("/direct", headers={"X-Forwarded-For": "198.51.100.1"}).status_code == 200
     assert client.get("/direct", headers={"X-Forwarded-For": "198.51.100.2"}).status_code == 429
