@@ -451,6 +451,8 @@ class Core:
         """The pre-check, all or nothing over buckets of twice the burst: a refusal, or None."""
         table = self.table
         wall = wall_us()
+        # pinned, an entry is kept while the call makes room for its next one
+        pin = len(items) > 1
         requests, entries, which = [], [], []
         for i, it in enumerate(items):
             if not it.known or it.shadow or it.cost > it.burst:
@@ -461,7 +463,8 @@ class Core:
             e = table.get(it.id, now, False)
             if e is None:
                 continue
-            table.pin(e, True)
+            if pin:
+                table.pin(e, True)
             requests.append(gcra.Request(limit, e.precheck, it.cost))
             entries.append(e)
             which.append(i)
@@ -471,7 +474,10 @@ class Core:
         for d, e, r in zip(decisions, entries, requests):
             if d.store:
                 e.precheck = (d.new_tat_us, r.limit.interval_us)
-            table.pin(e, False)
+            if pin:
+                table.pin(e, False)
+            else:
+                table.fix(e)
         if pre.allowed:
             return None
         # the database's last answers carried forward in time, neither stored
@@ -504,12 +510,14 @@ class Core:
                 wait = max(0, self.retry_db_at - now) / 1e6
                 self.counts["no_policy"] += 1
                 return Decision(False, 0, wait, wait, Source.FALLBACK, it.limiter, i)
+        pin = len(items) > 1
         entries = []
         for it in items:
             e = table.get(it.id, now, False)
             if e is None:
                 break
-            table.pin(e, True)
+            if pin:
+                table.pin(e, True)
             entries.append(e)
         d = None
         if len(entries) == len(items):
@@ -523,7 +531,10 @@ class Core:
                          combined.retry_after_us / 1e6 if combined.retry_known else math.inf,
                          combined.reset_after_us / 1e6, Source.FALLBACK, items[b].limiter, b)
         for e in entries:
-            table.pin(e, False)
+            if pin:
+                table.pin(e, False)
+            else:
+                table.fix(e)
         if d is None:
             got = len(entries)
             room_after = (table.first_full().full_at - now) / 1e6
