@@ -3,7 +3,7 @@
 # DATABASE_URL=postgresql://web@127.0.0.1/app PORT=3000 python3 sign_in.py
 import os
 
-from flask import Flask, request
+from flask import Flask, abort, request
 from ratelimit_client import Limiter
 from ratelimit_client.flask import client_ip, rate_limit
 
@@ -12,7 +12,7 @@ app = Flask(__name__)
 
 
 @app.post("/login")
-@rate_limit(limiter, {"sign_in_ip": client_ip, "sign_in_failures": lambda: request.form.get("email", "")})
+@rate_limit(limiter, {"sign_in_ip": client_ip, "sign_in_failures": lambda: request.form.get("email") or abort(400)})
 def login():
     if request.form.get("password") != "right":  # ... check the password
         return "Wrong e-mail address or password\n", 401

@@ -65,10 +65,11 @@ def post(port, path, form, headers=None):
 
 
 @pytest.fixture
-def sign_in_app(store):
+def sign_in_app(store, tmp_path):
     port = free_port()
     env = dict(os.environ, PORT=str(port), DATABASE_URL=dsn(store, user="web"))
-    app = subprocess.Popen([sys.executable, EXAMPLE], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    log = open(tmp_path / "app.log", "w")
+    app = subprocess.Popen([sys.executable, EXAMPLE], env=env, stdout=log, stderr=subprocess.STDOUT)
 
     def listening():
         try:
@@ -77,11 +78,16 @@ def sign_in_app(store):
         except OSError:
             return False
     try:
-        assert wait_for(listening, 30), app.stdout.read() if app.poll() is not None else "not listening"
+        assert wait_for(listening, 30), (tmp_path / "app.log").read_text()
+        # its first call connects and reads the policies within 250 ms; on a
+        # loaded machine it may fall back, and a policy never read refuses
+        assert wait_for(lambda: post(port, "/login", {"email": uuid.uuid4().hex, "password": "right"})[0] == 200, 30)
         yield port
     finally:
         app.terminate()
         app.wait(10)
+        log.close()
+        print((tmp_path / "app.log").read_text())   # shown when the test fails
 
 
 def test_sign_in_example(sign_in_app, store):
@@ -95,6 +101,7 @@ def test_sign_in_example(sign_in_app, store):
     other = uuid.uuid4().hex + "@example.com"
     got = [post(sign_in_app, "/login", {"email": other, "password": "right"}) for _ in range(8)]
     assert [s for s, _ in got] == [200] * 8
+    assert post(sign_in_app, "/login", {"password": "right"})[0] == 400
     assert got[-1][1]["RateLimit-Policy"].startswith('"sign_in_')
     # the address limit is the server's: 100 per hour from 127.0.0.1, 15 spent here so far in this store
     assert sql(store, "SELECT remaining FROM rl_take('sign_in_failures', %s, 0)", (other,))[0][0] == 5

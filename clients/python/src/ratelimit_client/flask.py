@@ -4,7 +4,7 @@
 
     @app.post("/login")
     @rate_limit(limiter, {"sign_in_ip": client_ip,
-                          "sign_in_failures": lambda: request.form.get("email", "")})
+                          "sign_in_failures": lambda: request.form.get("email") or abort(400)})
     def login(): ...
 
 limits is one limiter name (keyed by the client address) or a dict of
