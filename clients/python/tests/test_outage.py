@@ -111,7 +111,7 @@ def test_stalled_server_deadline(server, make_limiter, caplog):
     server.sigcont()
     # the cancelled queries: no backend still works on them, and the database decides again
     assert wait_for(lambda: lim.take("outage_stall", fresh(), 0.001, 5).source == Source.DATABASE, 5)
-    assert wait_for(lambda: sql("outage", "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%rl_take(%%'"
+    assert wait_for(lambda: sql("outage", "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%%rl_take%%'"
                                           " AND state = 'active' AND pid <> pg_backend_pid()")[0][0] == 0, 5)
 
 
