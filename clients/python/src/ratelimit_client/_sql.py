@@ -7,7 +7,6 @@ nothing outlives its transaction, so PgBouncer's transaction mode works.
 import re
 
 import psycopg
-from psycopg import sql
 
 from . import _core
 
@@ -23,29 +22,29 @@ _ELEMENT = re.compile(r"element (\d+)")
 
 
 class Queries:
+    """The statements, as plain text: psycopg parses each once and keeps it."""
+
     def __init__(self, schema=None):
-        if schema is not None and (not isinstance(schema, str) or schema == ""):
+        if schema is not None and (not isinstance(schema, str) or schema == "" or "\x00" in schema):
             raise ValueError("schema must be a non-empty str or None")
+        # the schema quoted as an identifier, as quote_ident does
+        prefix = '"' + schema.replace('"', '""') + '".' if schema else ""
 
         def f(name):
-            return sql.Identifier(schema, name) if schema else sql.Identifier(name)
+            return prefix + name
 
-        def q(text, **parts):
-            return sql.SQL(text).format(**parts)
-
-        self.take = q(_DECISION + "{f}(%(l)s::text, %(k)s::text, %(r)s::float8, %(b)s::int4, %(c)s::int4)",
-                      f=f("rl_take"))
-        self.policy = q(_DECISION + "{f}(%(l)s::text, %(k)s::text, %(c)s::int4)", f=f("rl_take"))
-        self.all = q(_ALL, units=sql.SQL("unnest(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[]) "
-                                         "WITH ORDINALITY AS u(l, k, r, b, i)"),
-                     peek=q("{f}(u.l, u.k, u.r, u.b, 0)", f=f("rl_take")),
-                     take_all=q("{f}(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[])",
-                                f=f("rl_take_all")))
-        self.all_policy = q(_ALL, units=sql.SQL("unnest(%(l)s::text[], %(k)s::text[]) WITH ORDINALITY AS u(l, k, i)"),
-                            peek=q("{f}(u.l, u.k, 0)", f=f("rl_take")),
-                            take_all=q("{f}(%(l)s::text[], %(k)s::text[], %(c)s::int4[])", f=f("rl_take_all")))
-        self.refund = q("SELECT {f}(%(l)s::text, %(k)s::text, %(c)s::int4)", f=f("rl_refund"))
-        self.policies = q("SELECT limiter, rate, burst, shadow FROM {f}", f=f("rl_policies"))
+        self.take = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(r)s::float8, %(b)s::int4, %(c)s::int4)"
+        self.policy = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
+        self.all = _ALL.format(
+            units="unnest(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[]) WITH ORDINALITY AS u(l, k, r, b, i)",
+            peek=f("rl_take") + "(u.l, u.k, u.r, u.b, 0)",
+            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[])")
+        self.all_policy = _ALL.format(
+            units="unnest(%(l)s::text[], %(k)s::text[]) WITH ORDINALITY AS u(l, k, i)",
+            peek=f("rl_take") + "(u.l, u.k, 0)",
+            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(c)s::int4[])")
+        self.refund = "SELECT " + f("rl_refund") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
+        self.policies = "SELECT limiter, rate, burst, shadow FROM " + f("rl_policies")
 
     def statement(self, plan):
         """The query and parameters of a Plan."""
