@@ -2,6 +2,7 @@
 import asyncio
 import math
 import threading
+import time
 import uuid
 
 import psycopg
@@ -177,3 +178,35 @@ def test_schema_option(store, make_limiter):
     assert lim.take("schema", fresh(), 1, 1).source == Source.DATABASE
     lim2 = make_limiter(store, schema='odd "schema', backoff=60)
     assert lim2.take("schema", fresh(), 1, 1).source == Source.FALLBACK
+
+
+def test_policy_change_reaches_the_precheck_after_policy_refresh(store, make_limiter):
+    name = "refresh_" + fresh()[:8]
+    sql(store, "INSERT INTO rl_policies VALUES (%s, 0.001, 1)", (name,))
+    try:
+        lim = make_limiter(store, policy_refresh=0.5)
+        key = fresh()
+        # the first call reads the policies and is not pre-checked; then 2 x burst go to the database
+        assert [lim.take(name, key).source for _ in range(4)] == [Source.DATABASE] * 3 + [Source.LOCAL]
+        sql(store, "UPDATE rl_policies SET burst = 5 WHERE limiter = %s", (name,))
+        # the copy is not read again before policy_refresh: the pre-check still refuses
+        assert lim.take(name, key).source == Source.LOCAL
+        assert lim.stats().policy_reads == 1
+        time.sleep(0.6)
+        d = lim.take(name, key)
+        assert (d.allowed, d.source, lim.stats().policy_reads) == (True, Source.DATABASE, 2)
+        assert lim.policy(name) == (0.001, 5, False)
+    finally:
+        sql(store, "DELETE FROM rl_policies WHERE limiter = %s", (name,))
+
+
+def test_shadow_policy_never_denies(store, make_limiter):
+    name = "shadow_" + fresh()[:8]
+    sql(store, "INSERT INTO rl_policies VALUES (%s, 0.001, 1, true)", (name,))
+    try:
+        lim = make_limiter(store)
+        ds = [lim.take(name, "k") for _ in range(6)]
+        assert all(d.allowed and d.source == Source.DATABASE for d in ds)
+        assert direct(store, "SELECT shadow_denied FROM rl_stats WHERE limiter = %s", (name,))[0] == 5
+    finally:
+        sql(store, "DELETE FROM rl_policies WHERE limiter = %s", (name,))
