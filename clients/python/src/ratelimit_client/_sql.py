@@ -1,0 +1,114 @@
+"""The SQL of each call, its parameters, and what an error means.
+
+Every statement is unnamed (prepare_threshold=None on the connections):
+nothing outlives its transaction, so PgBouncer's transaction mode works.
+"""
+
+import re
+
+import psycopg
+
+from . import _core
+
+_DECISION = "SELECT allowed, remaining, retry_after, reset_after FROM "
+# rl_take_all, then a peek (cost 0) of each bucket in the same statement, so
+# that an outage continues from every bucket's shared fill level; the one
+# place to change once rl_take_all answers each request itself
+_ALL = ("SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, "
+        "(SELECT array_agg(p.reset_after ORDER BY u.i) FROM {units}, {peek} AS p "
+        "WHERE a.allowed IS NOT NULL) FROM {take_all} AS a")
+
+_ELEMENT = re.compile(r"element (\d+)")
+
+
+class Queries:
+    """The statements, as plain text: psycopg parses each once and keeps it."""
+
+    def __init__(self, schema=None):
+        if schema is not None and (not isinstance(schema, str) or schema == "" or "\x00" in schema):
+            raise ValueError("schema must be a non-empty str or None")
+        # the schema quoted as an identifier, as quote_ident does
+        prefix = '"' + schema.replace('"', '""') + '".' if schema else ""
+
+        def f(name):
+            return prefix + name
+
+        self.take = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(r)s::float8, %(b)s::int4, %(c)s::int4)"
+        self.policy = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
+        self.all = _ALL.format(
+            units="unnest(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[]) WITH ORDINALITY AS u(l, k, r, b, i)",
+            peek=f("rl_take") + "(u.l, u.k, u.r, u.b, 0)",
+            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[])")
+        self.all_policy = _ALL.format(
+            units="unnest(%(l)s::text[], %(k)s::text[]) WITH ORDINALITY AS u(l, k, i)",
+            peek=f("rl_take") + "(u.l, u.k, 0)",
+            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(c)s::int4[])")
+        self.refund = "SELECT " + f("rl_refund") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
+        self.policies = "SELECT limiter, rate, burst, shadow FROM " + f("rl_policies")
+
+    def statement(self, plan):
+        """The query and parameters of a Plan."""
+        items = plan.items
+        if plan.kind in ("take", "policy", "refund"):
+            it = items[0]
+            params = {"l": it.limiter, "k": it.key, "c": it.cost}
+            if plan.kind == "take":
+                params.update(r=it.rate, b=it.burst)
+            return getattr(self, plan.kind), params
+        params = {"l": [it.limiter for it in items], "k": [it.key for it in items],
+                  "c": [it.cost for it in items]}
+        if plan.kind == "all":
+            params.update(r=[it.rate for it in items], b=[it.burst for it in items])
+        return getattr(self, plan.kind), params
+
+
+def answer(plan, row, policies):
+    """The Outcome of the rows the database answered."""
+    if plan.kind == "refund":
+        return _core.Outcome(_core.OK, row=row, policies=policies)
+    if (row is None or row[0] is None or row[1] is None or row[3] is None
+            or (plan.kind.startswith("all") and (row[4] is None or row[5] is None
+                                                  or len(row[5]) != len(plan.items)))):
+        return _core.Outcome(_core.ERROR, f"rl_take answered something that is not a decision: {row!r}",
+                             policies=policies)
+    resets = list(row[5]) if plan.kind.startswith("all") else None
+    return _core.Outcome(_core.OK, row=tuple(row), resets=resets, policies=policies)
+
+
+def first_line(error):
+    text = str(error).strip().split("\n")[0]
+    return text or type(error).__name__
+
+
+def failure(error, policies=None):
+    """The Outcome of a psycopg error: bad use (a retry cannot fix it) or an outage;
+    with the rows of rl_policies when they were read before it."""
+    out = _failure(error)
+    out.policies = policies
+    return out
+
+
+def _failure(error):
+    state = getattr(error, "sqlstate", None)
+    diag = getattr(error, "diag", None)
+    primary = (diag.message_primary if diag is not None else None) or first_line(error)
+    if state == "42704" or state == "42501" or (state or "").startswith("22"):
+        context = diag.context if diag is not None else None
+        m = _ELEMENT.search(context or "")
+        return _core.Outcome(_core.UNKNOWN if state == "42704" else _core.BAD_USE, primary,
+                             sqlstate=state, index=int(m.group(1)) - 1 if m else 0)
+    if state:
+        return _core.Outcome(_core.ERROR, f"{primary} (SQLSTATE {state})")
+    return _core.Outcome(_core.ERROR, primary)
+
+
+def connect_kwargs(conninfo):
+    """Connection settings: autocommit, no prepared statements, UTF-8, a connect timeout."""
+    given = psycopg.conninfo.conninfo_to_dict(conninfo)
+    kwargs = {"autocommit": True, "prepare_threshold": None, "client_encoding": "UTF8"}
+    if "application_name" not in given:
+        kwargs["application_name"] = "ratelimit_client"
+    if "connect_timeout" not in given:
+        # a connection attempt in the background ends by itself
+        kwargs["connect_timeout"] = 10
+    return kwargs

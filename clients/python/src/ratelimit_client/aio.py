@@ -1,0 +1,188 @@
+"""The limiter for asyncio: psycopg 3's AsyncConnection, each wait bounded by
+asyncio.wait_for.  One AsyncLimiter per event loop."""
+
+import asyncio
+import time
+
+import psycopg
+from psycopg import pq
+
+from . import _cancel, _core, _sql
+from ._core import Request
+from .client import stale
+
+
+class _AsyncPool:
+    """At most size connections; a caller without an idle one connects, within its deadline."""
+
+    def __init__(self, conninfo, size):
+        self.conninfo = conninfo
+        self.kwargs = _sql.connect_kwargs(conninfo)
+        self.size = size
+        self.idle = []
+        self.taken = 0
+        self.waiters = []   # futures of callers waiting for a slot
+        self.closed = False
+
+    async def acquire(self, deadline):
+        while True:
+            while self.idle:
+                conn = self.idle.pop()
+                if not stale(conn.pgconn):
+                    return conn
+                self.taken -= 1
+                conn.pgconn.finish()
+            if self.taken < self.size:
+                self.taken += 1
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, left)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                if waiter in self.waiters:
+                    self.waiters.remove(waiter)
+
+    def _wake(self):
+        while self.waiters:
+            waiter = self.waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def connect(self, deadline):
+        try:
+            return await asyncio.wait_for(
+                psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs),
+                max(0.0, deadline - time.monotonic()))
+        except BaseException:
+            self.taken -= 1
+            self._wake()
+            raise
+
+    def release(self, conn, keep, in_flight=False):
+        if keep and not self.closed:
+            self.idle.append(conn)
+        else:
+            self.taken -= 1
+            _cancel.discard(conn.pgconn, in_flight and not keep)
+        self._wake()
+
+    def drop_idle(self):
+        for conn in self.idle:
+            conn.pgconn.finish()
+        self.taken -= len(self.idle)
+        self.idle.clear()
+        self._wake()
+
+    def close(self):
+        self.closed = True
+        self.drop_idle()
+
+
+class AsyncLimiter:
+    """Limiter (ratelimit_client.Limiter) for asyncio: the same options, calls
+    and decisions, awaited.  Its in-memory state is shared with no other
+    limiter; use it from one event loop."""
+
+    def __init__(self, conninfo="", *, schema=None, deadline=0.25, backoff=1.0, pool_size=4,
+                 max_keys=100000, policy_refresh=10.0, warning_interval=60.0, logger=None):
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be an int of at least 1")
+        self._core = _core.Core(deadline, backoff, max_keys, policy_refresh, warning_interval, logger)
+        self._queries = _sql.Queries(schema)
+        self._pool = _AsyncPool(conninfo, pool_size)
+
+    async def take(self, limiter, key, rate=None, burst=None, cost=1):
+        """As Limiter.take."""
+        kind = "take" if rate is not None or burst is not None else "policy"
+        return await self._decide(kind, self._core.items(kind, [Request(limiter, key, rate, burst, cost)]))
+
+    async def take_all(self, requests):
+        """As Limiter.take_all."""
+        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
+        explicit = {r.rate is not None or r.burst is not None for r in requests}
+        if len(explicit) > 1:
+            raise _core.RateLimitError("requests must all have rate and burst, or none", None, "22023")
+        kind = "all" if explicit == {True} else "all_policy"
+        return await self._decide(kind, self._core.items(kind, requests))
+
+    async def refund(self, limiter, key, cost=1):
+        """As Limiter.refund."""
+        item = self._core.items("policy", [Request(limiter, key, None, None, cost)])[0]
+        result, plan = self._core.refund_begin(item)
+        if plan is None:
+            return result
+        return self._core.refund_finish(plan, await self._db(plan))
+
+    def policy(self, limiter):
+        """The policy last read for limiter: (rate, burst, shadow), or None."""
+        return self._core.policies.get(limiter)
+
+    def stats(self):
+        return self._core.stats()
+
+    async def close(self):
+        """Close the connections, without waiting for the network."""
+        self._pool.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def _decide(self, kind, items):
+        plan = self._core.begin(kind, items)
+        if isinstance(plan, _core.Decision):
+            return plan
+        return self._core.finish(plan, await self._db(plan))
+
+    async def _run(self, conn, plan, query, params, read):
+        if plan.read_policies:
+            read.append(await (await conn.execute(self._queries.policies)).fetchall())
+        return await (await conn.execute(query, params)).fetchone()
+
+    async def _db(self, plan):
+        deadline = plan.deadline
+        query, params = self._queries.statement(plan)
+        second_try = False
+        while True:
+            conn = await self._pool.acquire(deadline)
+            if conn is False:
+                return _core.Outcome(_core.BUSY, f"no free connection within {self._core.deadline_ms} ms "
+                                                 f"(pool_size {self._pool.size})")
+            reused = conn is not None
+            if conn is None:
+                try:
+                    conn = await self._pool.connect(deadline)
+                except asyncio.TimeoutError:
+                    return _core.Outcome(_core.TIMEOUT, f"could not connect within {self._core.deadline_ms} ms")
+                except psycopg.Error as e:
+                    return _core.Outcome(_core.ERROR, _sql.first_line(e))
+            read = []
+            try:
+                row = await asyncio.wait_for(self._run(conn, plan, query, params, read),
+                                                       max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                self._pool.release(conn, False, in_flight=True)
+                return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
+            except psycopg.Error as e:
+                dead = conn.pgconn.status != pq.ConnStatus.OK
+                self._pool.release(conn, not dead and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE)
+                if dead and reused and not second_try:
+                    self._pool.drop_idle()
+                    second_try = True
+                    continue
+                return _sql.failure(e, read[0] if read else None)
+            except BaseException:
+                # the caller was cancelled mid-query: the connection may still run it
+                self._pool.release(conn, False, in_flight=True)
+                raise
+            self._pool.release(conn, True)
+            return _sql.answer(plan, row, read[0] if read else None)

@@ -1,0 +1,47 @@
+"""An ASGI middleware: 429 with Retry-After and the RateLimit fields.
+
+    app = RateLimitMiddleware(app, limiter, "api")     # an AsyncLimiter
+
+limits is one limiter name (keyed by the client address) or a dict of
+limiter name to a function of the ASGI scope that answers the key (client_ip
+is one); several are decided all or nothing.  Only HTTP requests are limited.
+"""
+
+from . import _web, http
+
+
+def client_ip(scope, trusted=()):
+    """rl_ip_key(rl_client_ip(...)) of an ASGI request: scope's client, or the address
+    the nearest trusted proxy saw (X-Forwarded-For lines joined in order)."""
+    lines = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"]
+    client = scope.get("client")
+    return http.ip_key(http.client_ip(client[0] if client else None, ", ".join(lines) or None, trusted))
+
+
+class RateLimitMiddleware:
+    def __init__(self, app, limiter, limits, *, trusted=(), rate=None, burst=None, cost=1):
+        self.app = app
+        self.limiter = limiter
+        self.limits, _ = _web.plan(limits, rate, burst, cost)
+        self.trusted = http._Trusted(trusted)
+        self.rate, self.burst, self.cost = rate, burst, cost
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        keys = [client_ip(scope, self.trusted) if key is None else key(scope) for key in self.limits.values()]
+        d = await _web.decide(self.limiter, self.limits, keys, self.rate, self.burst, self.cost)
+        fields = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                  for k, v in _web.fields(self.limiter, d, self.rate, self.burst).items()]
+        if not d.allowed:
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")] + fields})
+            await send({"type": "http.response.body", "body": b"Too many requests\n"})
+            return
+
+        async def send_with_fields(message):
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=list(message.get("headers", ())) + fields)
+            await send(message)
+
+        await self.app(scope, receive, send_with_fields)

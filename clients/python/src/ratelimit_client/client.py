@@ -1,0 +1,290 @@
+"""The limiter for threads: psycopg 3 connections with a deadline on every wait."""
+
+import select
+import threading
+import time
+
+import psycopg
+from psycopg import pq
+from psycopg.waiting import Ready, Wait
+
+from . import _cancel, _core, _sql
+from ._core import Request
+
+
+class _Deadline(Exception):
+    """The decision's deadline passed while waiting on the server."""
+
+
+def _wait_until(gen, fileno, deadline):
+    """Run a psycopg generator, waiting on its socket no later than deadline."""
+    poller = select.poll()
+    try:
+        s = next(gen)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _Deadline()
+            poller.register(fileno, (select.POLLIN if s & Wait.R else 0) | (select.POLLOUT if s & Wait.W else 0))
+            events = poller.poll(left * 1000)
+            poller.unregister(fileno)
+            if not events:
+                continue
+            ev = events[0][1]
+            ready = 0
+            if ev & (select.POLLIN | select.POLLERR | select.POLLHUP):
+                ready |= Ready.R
+            if ev & (select.POLLOUT | select.POLLERR | select.POLLHUP):
+                ready |= Ready.W
+            s = gen.send(Ready(ready & s) or Ready(s))
+    except StopIteration as ex:
+        return ex.args[0] if ex.args else None
+
+
+class _Connection(psycopg.Connection):
+    """A connection whose every wait for the server ends at rl_deadline.
+
+    psycopg's own waits block until the server answers; Connection.wait,
+    which consumes every query's generator, is where the deadline goes.
+    """
+
+    rl_deadline = None
+
+    def wait(self, gen, timeout=0.1):
+        if self.rl_deadline is None:
+            return super().wait(gen, timeout)
+        return _wait_until(gen, self.pgconn.socket, self.rl_deadline)
+
+
+def stale(pgconn):
+    """True when an idle connection is closed: the server went away (a restart)."""
+    if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
+        return True
+    try:
+        # an idle connection has nothing to read but a server's last words
+        for _ in range(3):
+            if not select.select([pgconn.socket], [], [], 0)[0]:
+                break
+            pgconn.consume_input()
+    except (psycopg.Error, OSError):
+        return True
+    return pgconn.status != pq.ConnStatus.OK
+
+
+class _Busy(Exception):
+    pass
+
+
+class _Pool:
+    """At most size connections; a caller without an idle one connects, within its deadline.
+
+    Connecting runs on a thread of its own, so that the caller can stop
+    waiting at its deadline; a connection finished late joins the idle ones.
+    A timed-out connection leaves its slot at once (see _cancel).
+    """
+
+    def __init__(self, conninfo, size):
+        self.conninfo = conninfo
+        self.kwargs = _sql.connect_kwargs(conninfo)
+        self.size = size
+        self.cond = threading.Condition()
+        self.idle = []
+        self.taken = 0      # slots: idle, busy or connecting
+        self.closed = False
+
+    def acquire(self, deadline):
+        """An idle connection, or None: the caller has a slot and connects."""
+        with self.cond:
+            while True:
+                while self.idle:
+                    conn = self.idle.pop()
+                    if not stale(conn.pgconn):
+                        return conn
+                    self.taken -= 1
+                    conn.pgconn.finish()
+                if self.taken < self.size:
+                    self.taken += 1
+                    return None
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Busy()
+                self.cond.wait(left)
+
+    def connect(self, deadline):
+        box = {}
+
+        def run():
+            try:
+                conn = _Connection.connect(self.conninfo, **self.kwargs)
+            except Exception as e:
+                conn, error = None, e
+            else:
+                error = None
+            with self.cond:
+                if box.get("abandoned"):
+                    if conn is not None and not self.closed:
+                        self.idle.append(conn)
+                    else:
+                        self.taken -= 1
+                        if conn is not None:
+                            conn.pgconn.finish()
+                    self.cond.notify_all()
+                else:
+                    box["done"] = (conn, error)
+                    self.cond.notify_all()
+
+        threading.Thread(target=run, daemon=True, name="ratelimit-connect").start()
+        with self.cond:
+            while "done" not in box:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    box["abandoned"] = True
+                    raise _Deadline()
+                self.cond.wait(left)
+            conn, error = box["done"]
+            if error is not None:
+                self.taken -= 1
+                self.cond.notify_all()
+                raise error
+            return conn
+
+    def release(self, conn, keep, in_flight=False):
+        """Back to the idle ones, or closed (cancelled first when a query may run)."""
+        if not keep:
+            _cancel.discard(conn.pgconn, in_flight)
+        with self.cond:
+            if keep and not self.closed:
+                self.idle.append(conn)
+            else:
+                self.taken -= 1
+                if keep:
+                    conn.pgconn.finish()
+            self.cond.notify_all()
+
+    def drop_idle(self):
+        """A broken connection takes the idle ones with it: they lead to the same server."""
+        with self.cond:
+            for conn in self.idle:
+                conn.pgconn.finish()
+            self.taken -= len(self.idle)
+            self.idle.clear()
+            self.cond.notify_all()
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+        self.drop_idle()
+
+
+class Limiter:
+    """Rate-limit decisions by the database, with a local pre-check, a deadline,
+    and a per-process fallback at the same limit while the database fails.
+
+    conninfo is a libpq connection string or URI (psycopg's): give the host as
+    an address or a socket directory, as a name is resolved before the deadline
+    applies.  It connects lazily: an application starts while the database is
+    down.  One Limiter serves all the threads of a process; make it after fork.
+    """
+
+    def __init__(self, conninfo="", *, schema=None, deadline=0.25, backoff=1.0, pool_size=4,
+                 max_keys=100000, policy_refresh=10.0, warning_interval=60.0, logger=None):
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError("pool_size must be an int of at least 1")
+        self._core = _core.Core(deadline, backoff, max_keys, policy_refresh, warning_interval, logger)
+        self._queries = _sql.Queries(schema)
+        self._pool = _Pool(conninfo, pool_size)
+
+    def take(self, limiter, key, rate=None, burst=None, cost=1):
+        """Take cost from the bucket of (limiter, key): at rate per second with
+        burst, as rl_take(limiter, key, rate, burst, cost), or without them by
+        the limiter's policy, as rl_take(limiter, key, cost)."""
+        explicit = rate is not None or burst is not None
+        kind = "take" if explicit else "policy"
+        return self._decide(kind, self._core.items(kind, [Request(limiter, key, rate, burst, cost)]))
+
+    def take_all(self, requests):
+        """Decide 1 to 16 Requests (or (limiter, key[, rate, burst[, cost]]) tuples), all
+        or nothing, as rl_take_all: every one explicit, or every one by policy."""
+        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
+        explicit = {r.rate is not None or r.burst is not None for r in requests}
+        if len(explicit) > 1:
+            raise _core.RateLimitError("requests must all have rate and burst, or none", None, "22023")
+        kind = "all" if explicit == {True} else "all_policy"
+        return self._decide(kind, self._core.items(kind, requests))
+
+    def refund(self, limiter, key, cost=1):
+        """Give cost back to the bucket of (limiter, key), as rl_refund; true when
+        it changed a live bucket.  During an outage, the bucket in memory."""
+        item = self._core.items("policy", [Request(limiter, key, None, None, cost)])[0]
+        result, plan = self._core.refund_begin(item)
+        if plan is None:
+            return result
+        return self._core.refund_finish(plan, self._db(plan))
+
+    def policy(self, limiter):
+        """The policy last read for limiter: (rate, burst, shadow), or None."""
+        return self._core.policies.get(limiter)
+
+    def stats(self):
+        """The counters (a Stats), at any time."""
+        return self._core.stats()
+
+    def close(self):
+        """Close the connections, without waiting for the network."""
+        self._pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _decide(self, kind, items):
+        plan = self._core.begin(kind, items)
+        if isinstance(plan, _core.Decision):
+            return plan
+        return self._core.finish(plan, self._db(plan))
+
+    def _db(self, plan):
+        """Run the plan's statement on a pooled connection within its deadline."""
+        deadline = plan.deadline
+        query, params = self._queries.statement(plan)
+        second_try = False
+        while True:
+            try:
+                conn = self._pool.acquire(deadline)
+            except _Busy:
+                return _core.Outcome(_core.BUSY, f"no free connection within {self._core.deadline_ms} ms "
+                                                 f"(pool_size {self._pool.size})")
+            reused = conn is not None
+            if conn is None:
+                try:
+                    conn = self._pool.connect(deadline)
+                except _Deadline:
+                    return _core.Outcome(_core.TIMEOUT, f"could not connect within {self._core.deadline_ms} ms")
+                except psycopg.Error as e:
+                    return _core.Outcome(_core.ERROR, _sql.first_line(e))
+            conn.rl_deadline = deadline
+            policies = None
+            try:
+                if plan.read_policies:
+                    policies = conn.execute(self._queries.policies).fetchall()
+                row = conn.execute(query, params).fetchone()
+            except _Deadline:
+                conn.rl_deadline = None
+                self._pool.release(conn, False, in_flight=True)
+                return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
+            except psycopg.Error as e:
+                conn.rl_deadline = None
+                dead = conn.pgconn.status != pq.ConnStatus.OK
+                self._pool.release(conn, not dead and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE)
+                if dead and reused and not second_try:
+                    # a pooled connection the server closed (a restart): the
+                    # others are as stale; the server may be back, try once more
+                    self._pool.drop_idle()
+                    second_try = True
+                    continue
+                return _sql.failure(e, policies)
+            conn.rl_deadline = None
+            self._pool.release(conn, True)
+            return _sql.answer(plan, row, policies)

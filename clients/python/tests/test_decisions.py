@@ -1,0 +1,212 @@
+"""Decisions through the client equal the server's, in both stores."""
+import asyncio
+import math
+import threading
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from conftest import dsn, sql
+from ratelimit_client import AsyncLimiter, RateLimitError, Request, Source, UnknownLimiterError
+from ratelimit_client import _sql
+
+
+def fresh():
+    return uuid.uuid4().hex
+
+
+def direct(store, query, params):
+    return tuple(sql(store, query, params)[0])
+
+
+def test_explicit_equals_server(store, make_limiter):
+    """Each database decision of the client is rl_take's, step for step, on a twin key."""
+    lim = make_limiter(store)
+    mine, twin = fresh(), fresh()
+    for cost in [1, 1, 2, 0, 1, 1, 4, 1]:
+        d = lim.take("equal", mine, 0.5, 4, cost)
+        allowed, remaining = direct(store, "SELECT allowed, remaining FROM rl_take('equal', %s, 0.5, 4, %s)",
+                                    (twin, cost))
+        if d.source == Source.DATABASE:
+            assert (d.allowed, d.remaining) == (allowed, remaining)
+        else:
+            assert d.source == Source.LOCAL and not d.allowed and not allowed
+    # cost > burst: never, without writing
+    d = lim.take("equal", mine, 0.5, 4, 5)
+    assert (d.allowed, d.retry_after, d.source) == (False, math.inf, Source.DATABASE)
+
+
+def test_interval_rounds_as_the_server(store, make_limiter):
+    """T = round(1e6 / rate) halves away from zero, as C's round(): 400 000/s is T = 3 us."""
+    from ratelimit_client import gcra
+    lim = make_limiter(store)
+    for rate in (400000.0, 2e6 / 3, 1e6 / 4.5):
+        d = lim.take("round", fresh(), rate, 1)
+        assert d.source == Source.DATABASE
+        assert round(d.reset_after * 1e6) == gcra.limit_init(rate, 1, 0, 2**62)[1].interval_us
+
+
+def test_policy_and_take_all_equal_server(store, make_limiter):
+    lim = make_limiter(store)
+    ip, email, ip2, email2 = fresh(), fresh(), fresh(), fresh()
+    for _ in range(7):
+        d = lim.take_all([Request("sign_in_ip", ip), Request("sign_in_failures", email)])
+        row = direct(store, "SELECT allowed, remaining, limiter FROM rl_take_all("
+                            "ARRAY['sign_in_ip', 'sign_in_failures'], ARRAY[%s, %s])", (ip2, email2))
+        if d.source == Source.DATABASE:
+            assert (d.allowed, d.remaining, d.limiter) == row
+        assert d.binding == ["sign_in_ip", "sign_in_failures"].index(d.limiter)
+    d = lim.take("sign_in_failures", email)
+    assert not d.allowed and d.limiter == "sign_in_failures"
+    # explicit take_all: a denial spends nothing
+    k1, k2 = fresh(), fresh()
+    assert lim.take_all([("a", k1, 1, 2, 1), ("b", k2, 1, 1, 1)]).allowed
+    d = lim.take_all([("a", k1, 1, 2, 1), ("b", k2, 1, 1, 1)])
+    assert (d.allowed, d.limiter, d.binding) == (False, "b", 1)
+    assert direct(store, "SELECT remaining FROM rl_take('a', %s, 1, 2, 0)", (k1,))[0] == 1
+
+
+def test_refund(store, make_limiter):
+    lim = make_limiter(store)
+    key = fresh()
+    for _ in range(5):
+        assert lim.take("sign_in_failures", key).allowed
+    assert not lim.take("sign_in_failures", key).allowed
+    assert lim.refund("sign_in_failures", key) is True
+    assert lim.take("sign_in_failures", key).allowed
+    assert lim.refund("sign_in_failures", fresh()) is False
+
+
+def test_flood_refused_locally(store, make_limiter):
+    """10 000 calls on one key at burst 10: 20 reach the database, 10 of them write."""
+    lim = make_limiter(store)
+    name = "flood_" + fresh()[:8]
+    allowed = sum(lim.take(name, "k", 0.001, 10).allowed for _ in range(10000))
+    assert allowed == 10
+    s = lim.stats()
+    assert (s.database, s.local) == (20, 9980)
+    assert direct(store, "SELECT allowed, denied FROM rl_stats WHERE limiter = %s", (name,)) == (10, 10)
+
+
+def test_bad_use_is_an_error(store, make_limiter):
+    lim = make_limiter(store)
+    for args, state in [((None, "k", 1, 1), "22004"), (("l", "", 1, 1), "22023"), (("l", "k", 0, 1), "22023"),
+                        (("l", "k", 1, 0), "22023"), (("l", "k", 1, 1, -1), "22023"),
+                        (("l", "k\udc80", 1, 1), "22021")]:
+        with pytest.raises(RateLimitError) as e:
+            lim.take(*args)
+        assert e.value.sqlstate == state
+    with pytest.raises(RateLimitError) as e:
+        lim.take_all([("l", "k", 1, 1), ("l", "k", 1, 1)])
+    assert (e.value.sqlstate, e.value.index) == ("22023", 1)
+    with pytest.raises(UnknownLimiterError) as e:
+        lim.take_all([Request("sign_in_ip", "k"), Request("no_such_policy", "k")])
+    assert (e.value.sqlstate, e.value.index, e.value.limiter) == ("42704", 1, "no_such_policy")
+    # the explicit form of a limiter whose policy was read: refused as the server refuses it
+    with pytest.raises(RateLimitError) as e:
+        lim.take("sign_in_ip", "k", 1000, 1000)
+    assert e.value.sqlstate == "42501" and "sign_in_ip" in str(e.value)
+    # the server's class 22 is bad use too, never an outage
+    with psycopg.connect(dsn(store), autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as e:
+            conn.execute("SELECT 1 / 0")
+    assert _sql.failure(e.value).kind == "bad_use"
+    s = lim.stats()
+    assert s.fallback == 0 and lim._core.retry_db_at == 0
+    assert lim.take("l", fresh(), 1, 1).source == Source.DATABASE
+
+
+def test_refund_without_privilege_is_bad_use(make_limiter):
+    from ratelimit_client import Limiter
+    sql("table", "DO $$ BEGIN CREATE ROLE ungranted LOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
+    lim = Limiter(dsn("table", user="ungranted"))
+    try:
+        with pytest.raises(RateLimitError) as e:
+            lim.refund("x_" + fresh(), "k")
+        assert e.value.sqlstate == "42501"
+        assert lim.stats().fallback == 0
+    finally:
+        lim.close()
+
+
+def test_threads_share_one_burst(store, make_limiter):
+    lim = make_limiter(store, pool_size=4, deadline=5.0)
+    key = fresh()
+    results = []
+
+    def run():
+        results.extend(lim.take("threads", key, 0.001, 100).allowed for _ in range(100))
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results) == 100 and len(results) == 800
+
+
+def test_asyncio_shares_one_burst(store):
+    async def main():
+        async with AsyncLimiter(dsn(store), deadline=5.0) as lim:
+            key = fresh()
+            ds = await asyncio.gather(*[lim.take("aio", key, 0.001, 50) for _ in range(300)])
+            assert sum(d.allowed for d in ds) == 50
+            d = await lim.take_all([Request("sign_in_ip", key), Request("sign_in_failures", key)])
+            assert d.allowed and d.source == Source.DATABASE
+            assert await lim.refund("sign_in_failures", key) is True
+    asyncio.run(main())
+
+
+def test_bounded_keys_with_the_database_up(store, make_limiter):
+    """40 keys through 8 buckets: every decision by the database, and exact."""
+    lim = make_limiter(store, max_keys=8)
+    keys = [fresh() for _ in range(40)]
+    for _ in range(3):
+        for k in keys:
+            d = lim.take("bounded", k, 0.001, 2)
+            assert d.source == Source.DATABASE
+    s = lim.stats()
+    assert s.keys <= 8 and s.evictions >= 32
+    assert sum(direct(store, "SELECT allowed FROM rl_take('bounded', %s, 0.001, 2, 0)", (k,))[0] for k in keys) == 40
+    assert all(direct(store, "SELECT remaining FROM rl_take('bounded', %s, 0.001, 2, 0)", (k,))[0] == 0 for k in keys)
+
+
+def test_schema_option(store, make_limiter):
+    sql(store, "CREATE SCHEMA IF NOT EXISTS \"odd \"\"schema\"")
+    lim = make_limiter(store, schema="public")
+    assert lim.take("schema", fresh(), 1, 1).source == Source.DATABASE
+    lim2 = make_limiter(store, schema='odd "schema', backoff=60)
+    assert lim2.take("schema", fresh(), 1, 1).source == Source.FALLBACK
+
+
+def test_policy_change_reaches_the_precheck_after_policy_refresh(store, make_limiter):
+    name = "refresh_" + fresh()[:8]
+    sql(store, "INSERT INTO rl_policies VALUES (%s, 0.001, 1)", (name,))
+    try:
+        lim = make_limiter(store, policy_refresh=0.5)
+        key = fresh()
+        # the first call reads the policies and is not pre-checked; then 2 x burst go to the database
+        assert [lim.take(name, key).source for _ in range(4)] == [Source.DATABASE] * 3 + [Source.LOCAL]
+        sql(store, "UPDATE rl_policies SET burst = 5 WHERE limiter = %s", (name,))
+        # the copy is not read again before policy_refresh: the pre-check still refuses
+        assert lim.take(name, key).source == Source.LOCAL
+        assert lim.stats().policy_reads == 1
+        time.sleep(0.6)
+        d = lim.take(name, key)
+        assert (d.allowed, d.source, lim.stats().policy_reads) == (True, Source.DATABASE, 2)
+        assert lim.policy(name) == (0.001, 5, False)
+    finally:
+        sql(store, "DELETE FROM rl_policies WHERE limiter = %s", (name,))
+
+
+def test_shadow_policy_never_denies(store, make_limiter):
+    name = "shadow_" + fresh()[:8]
+    sql(store, "INSERT INTO rl_policies VALUES (%s, 0.001, 1, true)", (name,))
+    try:
+        lim = make_limiter(store)
+        ds = [lim.take(name, "k") for _ in range(6)]
+        assert all(d.allowed and d.source == Source.DATABASE for d in ds)
+        assert direct(store, "SELECT shadow_denied FROM rl_stats WHERE limiter = %s", (name,))[0] == 5
+    finally:
+        sql(store, "DELETE FROM rl_policies WHERE limiter = %s", (name,))

@@ -1,0 +1,184 @@
+"""The HTTP integrations: RateLimit fields as rl_headers computes them, the sign-in
+example (Flask, run as printed), the Flask decorator and the ASGI middleware."""
+import asyncio
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import uuid
+
+import pytest
+
+from conftest import dsn, sql, wait_for
+from ratelimit_client import AsyncLimiter, Limiter, Source
+from ratelimit_client.asgi import RateLimitMiddleware
+from ratelimit_client.http import headers, ip_key
+
+EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "sign_in.py")
+
+
+def test_headers_equal_rl_headers(store, make_limiter):
+    """Allowed, denied, full, cost > burst: the fields the client computes are the SQL's."""
+    lim = make_limiter(store)
+    key = uuid.uuid4().hex
+    seen = 0
+    for rate, burst, cost in [(0.5, 3, 1), (0.5, 3, 1), (0.5, 3, 2), (0.5, 3, 0), (0.5, 3, 4), (2.5, 7, 1),
+                              (1 / 3600, 5, 1)]:
+        d = lim.take("headers", f"{key}{rate}", rate, burst, cost)
+        if d.source != Source.DATABASE:
+            continue
+        want = sql(store, "SELECT rl_headers(ROW(%s, %s, %s, %s)::rl_decision, 'headers', %s, %s)",
+                   (d.allowed, d.remaining, None if d.retry_after == float("inf") else d.retry_after,
+                    d.reset_after, rate, burst))[0][0]
+        assert headers(d, "headers", rate, burst) == want
+        seen += 1
+    assert seen >= 5
+    assert headers(d, 'q"uo\\te', 1, 1)["RateLimit-Policy"].startswith('"q\\"uo\\\\te"')
+
+
+def test_ip_key_equals_rl_ip_key(store):
+    for ip in ["203.0.113.7", "::ffff:10.0.0.1", "2001:db8:1:2:3:4:5:6", "fe80::1", "::a00:2"]:
+        for prefix in (64, 48, 128):
+            assert ip_key(ip, prefix) == sql(store, "SELECT rl_ip_key(%s::inet, %s)", (ip, prefix))[0][0]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def post(port, path, form, headers=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", path, urllib.parse.urlencode(form),
+                 {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})})
+    r = conn.getresponse()
+    r.read()
+    conn.close()
+    return r.status, dict(r.getheaders())
+
+
+@pytest.fixture
+def sign_in_app(store, tmp_path):
+    port = free_port()
+    env = dict(os.environ, PORT=str(port), DATABASE_URL=dsn(store, user="web"))
+    log = open(tmp_path / "app.log", "w")
+    app = subprocess.Popen([sys.executable, EXAMPLE], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def listening():
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return True
+        except OSError:
+            return False
+    try:
+        assert wait_for(listening, 30), (tmp_path / "app.log").read_text()
+        # its first call connects and reads the policies within 250 ms; on a
+        # loaded machine it may fall back, and a policy never read refuses
+        assert wait_for(lambda: post(port, "/login", {"email": uuid.uuid4().hex, "password": "right"})[0] == 200, 30)
+        yield port
+    finally:
+        app.terminate()
+        app.wait(10)
+        log.close()
+        print((tmp_path / "app.log").read_text())   # shown when the test fails
+
+
+def test_sign_in_example(sign_in_app, store):
+    """Five wrong passwords, then 429 with Retry-After and the RateLimit fields; right ones never count."""
+    email = uuid.uuid4().hex + "@example.com"
+    got = [post(sign_in_app, "/login", {"email": email, "password": "wrong"})[0] for _ in range(5)]
+    assert got == [401] * 5
+    status, h = post(sign_in_app, "/login", {"email": email, "password": "right"})
+    assert status == 429 and int(h["Retry-After"]) >= 700
+    assert h["RateLimit-Policy"] == '"sign_in_failures";q=5;w=3600' and h["RateLimit"].startswith('"sign_in_failures";r=0;t=')
+    other = uuid.uuid4().hex + "@example.com"
+    got = [post(sign_in_app, "/login", {"email": other, "password": "right"}) for _ in range(8)]
+    assert [s for s, _ in got] == [200] * 8
+    assert post(sign_in_app, "/login", {"password": "right"})[0] == 400
+    assert got[-1][1]["RateLimit-Policy"].startswith('"sign_in_')
+    # the address limit is the server's: 100 per hour from 127.0.0.1, 15 spent here so far in this store
+    assert sql(store, "SELECT remaining FROM rl_take('sign_in_failures', %s, 0)", (other,))[0][0] == 5
+
+
+def test_flask_decorator_trusts_only_its_proxies(make_limiter):
+    import flask
+
+    from ratelimit_client.flask import rate_limit
+    lim = make_limiter("table")
+    app = flask.Flask(__name__)
+    name = "flask_" + uuid.uuid4().hex[:8]
+
+    @app.get("/")
+    @rate_limit(lim, name, trusted=["127.0.0.0/8"], rate=0.001, burst=2)
+    def index():
+        return "hello\n"
+
+    @app.get("/direct")
+    @rate_limit(lim, name + "_d", rate=0.001, burst=1)
+    def direct():
+        return "hello\n"
+    client = app.test_client()
+    # behind a trusted proxy on 127.0.0.1: the address it saw
+    a = [client.get("/", headers={"X-Forwarded-For": "203.0.113.7"}) for _ in range(3)]
+    assert [r.status_code for r in a] == [200, 200, 429]
+    assert a[0].headers["RateLimit"] == f'"{name}";r=1;t=1000' and "Retry-After" in a[2].headers
+    assert client.get("/", headers={"X-Forwarded-For": "203.0.113.8"}).status_code == 200
+    # several X-Forwarded-For lines are one list, in the order they arrived: a client's own line is left
+    two = client.get("/", headers=[("X-Forwarded-For", "6.6.6.6"), ("X-Forwarded-For", "203.0.113.7")])
+    assert two.status_code == 429
+    # no proxy trusted: a made-up header is ignored, the peer is limited
+    assert client.get("/direct", headers={"X-Forwarded-For": "198.51.100.1"}).status_code == 200
+    assert client.get("/direct", headers={"X-Forwarded-For": "198.51.100.2"}).status_code == 429
+
+
+def asgi_call(app, client, headers=()):
+    scope = {"type": "http", "method": "GET", "path": "/", "headers": list(headers), "client": client}
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+    return scope, receive, send, sent
+
+
+async def hello(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"hello\n"})
+
+
+def test_asgi_middleware():
+    async def main():
+        async with AsyncLimiter(dsn("table")) as lim:
+            name = "asgi_" + uuid.uuid4().hex[:8]
+            app = RateLimitMiddleware(hello, lim, name, trusted=["10.0.0.0/8"], rate=0.001, burst=2)
+            results = []
+            for xff in [b"203.0.113.7", b"203.0.113.7", b"203.0.113.7", b"203.0.113.9"]:
+                scope, receive, send, sent = asgi_call(app, ("10.0.0.1", 5000), [(b"x-forwarded-for", xff)])
+                await app(scope, receive, send)
+                start = sent[0]
+                results.append((start["status"], dict(start["headers"])))
+            assert [s for s, _ in results] == [200, 200, 429, 200]
+            assert results[0][1][b"ratelimit"] == f'"{name}";r=1;t=1000'.encode()
+            assert results[2][1][b"retry-after"] == b"1000"
+            # an untrusted peer's header is its own invention
+            for expect in (200, 200, 429):
+                scope, receive, send, sent = asgi_call(app, ("192.0.2.1", 1), [(b"x-forwarded-for", b"1.1.1.1")])
+                await app(scope, receive, send)
+                assert sent[0]["status"] == expect
+            # lifespan and websockets pass through
+            passed = []
+
+            async def other(scope, receive, send):
+                passed.append(scope["type"])
+            await RateLimitMiddleware(other, lim, name)({"type": "lifespan"}, None, None)
+            assert passed == ["lifespan"]
+    asyncio.run(main())

@@ -1,0 +1,89 @@
+# The Python client's own tests (pytest, clients/python/tests) against real
+# clusters: one per store for the decisions, one that the tests stop,
+# restart and stall with SIGSTOP, and PgBouncer in transaction mode; each
+# pytest test is one assertion here.
+use strict;
+use warnings;
+use lib "$ENV{RL_SRC}/test/client";
+use ClientTest;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $src = $ENV{RL_SRC};
+
+sub cluster
+{
+	my ($name, $store) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf', join("\n",
+		"listen_addresses = '127.0.0.1'", "shared_preload_libraries = 'ratelimit'",
+		"ratelimit.store = $store", "max_connections = 100", ''));
+	$node->start;
+	$node->safe_psql('postgres', q{
+		CREATE EXTENSION ratelimit;
+		CREATE ROLE web LOGIN;
+		INSERT INTO rl_policies VALUES ('sign_in_ip', 100.0 / 3600, 100), ('sign_in_failures', 5.0 / 3600, 5);
+		GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO web;
+	});
+	return $node;
+}
+
+sub dsn
+{
+	my ($node, $port) = @_;
+	return "host=127.0.0.1 port=" . ($port // $node->port) . " dbname=postgres user=postgres sslmode=disable";
+}
+
+my %nodes = (table => cluster('py_table', 'table'), memory => cluster('py_memory', 'memory'),
+	outage => cluster('py_outage', 'table'));
+my ($bouncer_port, $bouncer) = start_pgbouncer($nodes{table}, 'transaction', 2, users => ['web']);
+
+# the outage cluster may be stopped by SIGSTOP when pytest dies: SIGCONT it
+# in every exit path, before the clusters are torn down
+my $outage_data = $nodes{outage}->data_dir;
+sub resume_outage
+{
+	open(my $fh, '<', "$outage_data/postmaster.pid") or return;
+	my $pm = <$fh>;
+	chomp $pm;
+	for my $stat (glob('/proc/[0-9]*/stat'))
+	{
+		open(my $s, '<', $stat) or next;
+		my ($pid, $rest) = <$s> =~ /^(\d+) .*\) (.*)$/ or next;
+		kill 'CONT', $pid if (split(' ', $rest))[1] == $pm;
+	}
+	kill 'CONT', $pm;
+}
+END { resume_outage(); }
+$SIG{INT} = $SIG{TERM} = sub { resume_outage(); exit 1; };
+
+my $tap = PostgreSQL::Test::Utils::tempdir() . '/pytest.tap';
+my ($out, $err) = ('', '');
+{
+	local %ENV = (%ENV,
+		RL_TABLE_DSN => dsn($nodes{table}), RL_MEMORY_DSN => dsn($nodes{memory}),
+		RL_OUTAGE_DSN => dsn($nodes{outage}), RL_OUTAGE_PGDATA => $outage_data,
+		RL_BOUNCER_DSN => "host=127.0.0.1 port=$bouncer_port dbname=postgres user=postgres sslmode=disable",
+		RL_PGBIN => $nodes{outage}->config_data('--bindir'), RL_TAP => $tap,
+		PYTHONPATH => "$src/clients/python/src", PYTHONDONTWRITEBYTECODE => 1);
+	IPC::Run::run([ '/usr/bin/python3', '-m', 'pytest', '-p', 'no:cacheprovider', '-q',
+		'-rfE', "$src/clients/python/tests", @ARGV ],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(1200));
+}
+my $ran = 0;
+for my $line (split /\n/, -e $tap ? slurp_file($tap) : '')
+{
+	my ($not, $name) = $line =~ /^(not )?ok \d+ - (.*)$/ or next;
+	ok(!defined $not, "pytest $name");
+	$ran++;
+}
+ok($ran > 0, "pytest ran $ran tests") or diag("pytest printed:\n$out$err");
+diag("pytest printed:\n$out$err") if $out =~ /failed|error/i;
+
+$bouncer->kill_kill;
+resume_outage();
+$_->stop('fast', fail_ok => 1) for values %nodes;
+done_testing();
