@@ -227,6 +227,7 @@ main(void)
 	limit_case(3.0, 1, NOW0);		/* 333333.33 us */
 	limit_case(600000.0, 5, NOW0);	/* 1.67 us rounds to 2 */
 	limit_case(2000000.0 / 3.0, 5, NOW0);	/* 1.5 us halves away from zero: 2 */
+	limit_case(400000.0, 5, NOW0);	/* 2.5 us halves away from zero: 3, not to even */
 	limit_case(1000000.0, 1, NOW0);
 	limit_case(1000000.5, 1, NOW0);
 	limit_case(0.0, 1, NOW0);
