@@ -21,7 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgconn"
 )
 
 // pgMaxTimeUs is the last microsecond a timestamptz holds, since 2000-01-01.
@@ -77,6 +77,9 @@ type Request struct {
 
 // Options of a client; the zero value of a field means its default.
 type Options struct {
+	// PoolSize: connections at most; a decision waits (within its
+	// deadline) for a free one: 4.
+	PoolSize int
 	// Schema of rl_take, quoted as an identifier; "" uses search_path.
 	Schema string
 	// Deadline of each database decision, waiting for a pooled connection
@@ -135,9 +138,7 @@ type policy struct {
 // Client decides rate limits through the database, and in memory when it
 // must.  It is safe for concurrent use by goroutines; make one per process.
 type Client struct {
-	pool     *pgxpool.Pool
-	ownPool  bool
-	slots    chan struct{} // one per pooled connection this client may use
+	pool     *connPool
 	queries  queries
 	opts     Options
 	deadline time.Duration
@@ -147,52 +148,68 @@ type Client struct {
 	startUs  int64     // start, in microseconds since pgEpoch
 
 	// mu guards everything below; it is never held during I/O
-	mu             sync.Mutex
-	keys           *table
-	warned         *table
-	summaryDueUs   int64
-	retryDbAtUs    int64 // 0: healthy; else no query before then
-	failureReason  reason
-	failure        string
-	stats          Stats
-	policies       map[string]policy
-	policiesDueUs  int64
+	mu            sync.Mutex
+	keys          *table
+	warned        *table
+	summaryDueUs  int64
+	retryDbAtUs   int64 // 0: healthy; else no query before then
+	failureReason reason
+	failure       string
+	stats         Stats
+	policies      map[string]policy
+	policiesDueUs int64
+	attempts      uint64 // calls that went to the database (for the tests)
 }
 
-// New makes a client on pool, which it uses for its decisions only
-// through unnamed statements (PgBouncer in transaction mode works, whatever
-// the pool's statement cache).  The pool stays the caller's to close.
-func New(pool *pgxpool.Pool, opts *Options) (*Client, error) {
+// Connect makes a client on connString (a libpq-style connection string or
+// URI, as pgx reads it: "host=/var/run/postgresql dbname=app" or
+// "postgres://app@db/app"; "" uses PGHOST and the other PG* variables).  It
+// connects lazily, so an application starts even while the database is
+// down.  Give host as an address or a socket directory: a host name is
+// resolved within the deadline, but by the system's resolver.  Its
+// statements are unnamed (PgBouncer's transaction pooling works), and its
+// sessions show application_name ratelimit_client unless connString sets
+// one.
+func Connect(ctx context.Context, connString string, opts *Options) (*Client, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.Deadline == 0 {
-		o.Deadline = 250 * time.Millisecond
+	defaults := []struct {
+		d   *time.Duration
+		def time.Duration
+	}{{&o.Deadline, 250 * time.Millisecond}, {&o.Backoff, time.Second},
+		{&o.PolicyRefresh, 10 * time.Second}, {&o.WarningInterval, time.Minute}}
+	for _, x := range defaults {
+		if *x.d == 0 {
+			*x.d = x.def
+		}
 	}
-	if o.Backoff == 0 {
-		o.Backoff = time.Second
+	if o.PoolSize == 0 {
+		o.PoolSize = 4
 	}
 	if o.MaxKeys == 0 {
 		o.MaxKeys = 100000
 	}
-	if o.PolicyRefresh == 0 {
-		o.PolicyRefresh = 10 * time.Second
-	}
-	if o.WarningInterval == 0 {
-		o.WarningInterval = time.Minute
-	}
 	if o.Warn == nil {
 		o.Warn = func(_, message string) { log.Printf("ratelimit: %s", message) }
 	}
-	if pool == nil || o.Deadline < time.Millisecond || o.Backoff < time.Millisecond ||
+	if o.Deadline < time.Millisecond || o.Backoff < time.Millisecond || o.PoolSize < 1 ||
 		o.MaxKeys < 1 || o.MaxKeys > 1<<30 || o.PolicyRefresh < time.Millisecond ||
 		o.WarningInterval < time.Millisecond {
-		return nil, errors.New("ratelimit: an option is out of range (durations of 1 ms at least, MaxKeys 1 to 2^30) or the pool is nil")
+		return nil, errors.New("ratelimit: an option is out of range (durations of 1 ms at least, PoolSize 1 or more, MaxKeys 1 to 2^30)")
 	}
+	config, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	if _, ok := config.RuntimeParams["application_name"]; !ok {
+		config.RuntimeParams["application_name"] = "ratelimit_client"
+	}
+	// limiter and key are UTF-8 text
+	config.RuntimeParams["client_encoding"] = "UTF8"
 	c := &Client{
-		pool:     pool,
-		slots:    make(chan struct{}, pool.Config().MaxConns),
+		pool:     newConnPool(config, o.PoolSize),
 		queries:  buildQueries(o.Schema),
 		opts:     o,
 		deadline: o.Deadline,
@@ -206,47 +223,11 @@ func New(pool *pgxpool.Pool, opts *Options) (*Client, error) {
 	return c, nil
 }
 
-// Connect makes a client with a pool of its own on connString (a pgx
-// connection string or URI: pool_max_conns and the other pgxpool settings
-// apply; 4 connections at most unless it says otherwise).  It connects
-// lazily, so an application starts even while the database is down.
-func Connect(ctx context.Context, connString string, opts *Options) (*Client, error) {
-	cfg, err := pgxpool.ParseConfig(connString)
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
-	}
-	cfg.LazyConnect = true
-	if !strings.Contains(connString, "pool_max_conns") {
-		cfg.MaxConns = 4
-	}
-	params := cfg.ConnConfig.RuntimeParams
-	if _, ok := params["application_name"]; !ok {
-		params["application_name"] = "ratelimit_client"
-	}
-	// limiter and key are UTF-8 text
-	params["client_encoding"] = "UTF8"
-	pool, err := pgxpool.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
-	}
-	c, err := New(pool, opts)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	c.ownPool = true
-	return c, nil
-}
-
-// Close closes the pool Connect made (a pool given to New stays open).
+// Close closes the idle connections, without waiting for the network; a
+// decision still running closes its own.  The client's last use.
 func (c *Client) Close() {
-	if c.ownPool {
-		c.pool.Close()
-	}
+	c.pool.dropIdle()
 }
-
-// Pool is the pool the client decides through.
-func (c *Client) Pool() *pgxpool.Pool { return c.pool }
 
 // Stats answers the counters.
 func (c *Client) Stats() Stats {
@@ -529,6 +510,7 @@ func (c *Client) decide(ctx context.Context, k call, items []item) (Decision, er
 		// this request is the one probe of the interval
 		c.retryDbAtUs = now + c.backoff.Microseconds()
 	}
+	c.attempts++
 	c.mu.Unlock()
 
 	a := c.dbDecide(ctx, k, items, readPolicies)

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/jackc/pgconn"
-	"github.com/jackc/pgx/v4/pgxpool"
 )
 
 type queries struct {
@@ -118,28 +117,24 @@ func numberArray(items []item, which int) string {
 func (c *Client) run(ctx context.Context, sql string, args []string, readPolicies bool, a *answer) [][]byte {
 	dctx, cancel := context.WithTimeout(ctx, c.deadline)
 	defer cancel()
-	select {
-	case c.slots <- struct{}{}:
-	case <-dctx.Done():
-		c.failed(ctx, dctx, nil, a)
-		a.busy = true
-		a.failure = fmt.Sprintf("no free connection within %d ms", c.deadline.Milliseconds())
-		return nil
-	}
-	defer func() { <-c.slots }()
 	values := make([][]byte, len(args))
 	for i, s := range args {
 		values[i] = []byte(s)
 	}
 	for try := 0; ; try++ {
-		conn, err := c.pool.Acquire(dctx)
+		conn, reused, busy, err := c.pool.acquire(dctx)
+		if busy {
+			a.busy = true
+			a.reason = reasonTimeout
+			a.failure = fmt.Sprintf("no free connection within %d ms (PoolSize %d)", c.deadline.Milliseconds(), c.opts.PoolSize)
+			return nil
+		}
 		if err != nil {
 			c.failed(ctx, dctx, err, a)
 			return nil
 		}
-		pg := conn.Conn().PgConn()
 		if readPolicies {
-			res := pg.ExecParams(dctx, c.queries.policies, nil, nil, nil, nil).Read()
+			res := conn.ExecParams(dctx, c.queries.policies, nil, nil, nil, nil).Read()
 			err = res.Err
 			if err == nil {
 				a.policies, err = parsePolicies(res.Rows)
@@ -147,7 +142,7 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 		}
 		var row [][]byte
 		if err == nil {
-			res := pg.ExecParams(dctx, sql, values, nil, nil, nil).Read()
+			res := conn.ExecParams(dctx, sql, values, nil, nil, nil).Read()
 			err = res.Err
 			if err == nil && len(res.Rows) != 1 {
 				err = errors.New("the call answered no row")
@@ -156,14 +151,15 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 				row = res.Rows[0]
 			}
 		}
-		// a connection the server closed (57P01 on a restart, or EOF)
-		dead := err != nil && pg.IsClosed() && dctx.Err() == nil && !isRefusal(err)
-		conn.Release()
+		// a pooled connection the server closed (57P01 on a restart, or EOF)
+		dead := err != nil && reused && conn.IsClosed() && dctx.Err() == nil && !isRefusal(err)
+		c.pool.release(conn)
 		if err == nil {
 			return row
 		}
 		if dead && try == 0 {
-			c.dropIdle()
+			// the server may be back with a new session: try one once
+			c.pool.dropIdle()
 			a.policies = nil
 			continue
 		}
@@ -175,22 +171,6 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 func isRefusal(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && refusal(pe.Code, pe.Message) != nil
-}
-
-// dropIdle closes the idle connections: they lead to the same server as one
-// found dead, and a stale one would fail a later attempt.
-func (c *Client) dropIdle() {
-	for _, conn := range c.pool.AcquireAllIdle(context.Background()) {
-		closeConn(conn)
-	}
-}
-
-func closeConn(conn *pgxpool.Conn) {
-	// a closed connection is destroyed by Release, not pooled again
-	ctx, cancel := context.WithTimeout(context.Background(), 0)
-	defer cancel()
-	conn.Conn().Close(ctx)
-	conn.Release()
 }
 
 // failed says why the database did not answer: bad use (the server refused

@@ -71,8 +71,8 @@ sub go
 	return ($? == 0, $out, $err);
 }
 
-my ($ok, $out, $err) = go('vet', 'ratelimit/...');
-ok($ok, 'go vet ratelimit/... is clean') or diag("$out$err");
+my ($ok, $out, $err) = go('vet', 'ratelimit', 'ratelimit/examples/signin');
+ok($ok, 'go vet is clean') or diag("$out$err");
 
 # -race where the race runtime is there (amd64 and arm64 Linux)
 my ($race) = go('test', '-race', '-count=1', '-run', '^$', 'ratelimit');
