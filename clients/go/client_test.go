@@ -580,3 +580,63 @@ func TestPgBouncer(t *testing.T) {
 		t.Errorf("%d allowed (want 40 + 40), %d not decided by the database", allowed, errs)
 	}
 }
+
+// TestRestart: the server restarted between two calls: the pooled
+// connections it closed are replaced within the same deadline, and the
+// first call after the restart is the database's.
+func TestRestart(t *testing.T) {
+	v := newVictim(t)
+	c, _ := newClient(t, v.conn, &Options{Deadline: 2 * time.Second})
+	name := uniqueName(t)
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ { // several pooled connections
+		wg.Add(1)
+		go func() { defer wg.Done(); take(t, c, name, "k", 1.0/3600, 50, 1) }()
+	}
+	wg.Wait()
+	v.stop(t)
+	v.start(t)
+	if d := take(t, c, name, "k", 1.0/3600, 50, 1); d.Source != SourceDatabase || d.Remaining != 46 {
+		t.Errorf("the first call after a restart: %+v", d)
+	}
+	if s := c.Stats(); s.Fallback != 0 {
+		t.Errorf("counters %+v: no fallback expected", s)
+	}
+}
+
+// TestPolicyRefresh: a policy change reaches the pre-check only after
+// PolicyRefresh, and the call that reads the policies again is not
+// pre-checked; the database decides by the new policy at once.
+func TestPolicyRefresh(t *testing.T) {
+	stores(t, func(t *testing.T, conn string) {
+		c, _ := newClient(t, conn, &Options{PolicyRefresh: 400 * time.Millisecond})
+		db := sqlConn(t, conn)
+		ctx := context.Background()
+		pol := uniqueName(t)
+		exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ($1, 1.0/3600, 2)", pol)
+		var got []string
+		for i := 0; i < 6; i++ {
+			d, err := c.TakePolicy(ctx, pol, "k", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%v/%s", d.Allowed, d.Source))
+		}
+		// the first call reads the policies: it does not spend the pre-check
+		want := "[true/database true/database false/database false/database false/database false/local]"
+		if fmt.Sprint(got) != want {
+			t.Errorf("burst 2: %v, want %s", got, want)
+		}
+		exec1(t, db, "UPDATE rl_policies SET burst = 10 WHERE limiter = $1", pol)
+		if d, _ := c.TakePolicy(ctx, pol, "k", 1); d.Source != SourceLocal {
+			t.Errorf("within PolicyRefresh, the old policy pre-checks: %+v", d)
+		}
+		time.Sleep(450 * time.Millisecond)
+		if d, _ := c.TakePolicy(ctx, pol, "k", 1); !d.Allowed || d.Source != SourceDatabase || d.Remaining != 7 {
+			t.Errorf("after PolicyRefresh: %+v, want the database by burst 10", d)
+		}
+		if s := c.Stats(); s.PolicyReads != 2 {
+			t.Errorf("%d reads of rl_policies, want 2", s.PolicyReads)
+		}
+	})
+}
