@@ -520,6 +520,11 @@ func TestRefund(t *testing.T) {
 		if d := take(t, c, name, "k", 1.0/3600, 2, 1); !d.Allowed || d.Source != SourceDatabase || d.Remaining != 0 {
 			t.Errorf("after a refund: %+v", d)
 		}
+		// the pre-check (twice the burst) got its request back too: the
+		// next call still reaches the database
+		if d := take(t, c, name, "k", 1.0/3600, 2, 1); d.Allowed || d.Source != SourceDatabase {
+			t.Errorf("the pre-check after a refund: %+v", d)
+		}
 		if _, err := c.Refund(ctx, name, "k", -1); !errors.Is(err, ErrBadArgument) {
 			t.Errorf("a negative refund: %v", err)
 		}
