@@ -543,30 +543,30 @@ func TestRefund(t *testing.T) {
 }
 
 // TestPgBouncer: through PgBouncer in transaction mode (2 server
-// connections for 4 of the client's), 8 goroutines share a burst exactly,
+// connections for 8 of the client's), 8 goroutines share a burst exactly,
 // in every form.
 func TestPgBouncer(t *testing.T) {
 	conn := env(t, "RL_GO_PGBOUNCER")
-	c, _ := newClient(t, conn, &Options{Deadline: 5 * time.Second, PoolSize: 4})
+	c, _ := newClient(t, conn, &Options{Deadline: 5 * time.Second, PoolSize: 8})
 	db := sqlConn(t, env(t, "RL_GO_TABLE"))
 	name, pol := uniqueName(t), uniqueName(t)
-	exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ($1, 1.0/3600, 40)", pol)
+	exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ($1, 1.0/3600, 200)", pol)
 	var allowed, errs int64
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; i < 20; i++ {
+			for i := 0; i < 100; i++ {
 				var d Decision
 				var err error
 				switch i % 4 {
 				case 0:
-					d, err = c.Take(context.Background(), name, "k", 1.0/3600, 40, 1)
+					d, err = c.Take(context.Background(), name, "k", 1.0/3600, 200, 1)
 				case 1:
 					d, err = c.TakePolicy(context.Background(), pol, "k", 1)
 				case 2:
-					d, err = c.TakeAll(context.Background(), []Request{{name, "k", 1.0 / 3600, 40, 1}})
+					d, err = c.TakeAll(context.Background(), []Request{{name, "k", 1.0 / 3600, 200, 1}})
 				case 3:
 					d, err = c.TakeAllPolicy(context.Background(), []Request{{Limiter: pol, Key: "k", Cost: 1}})
 				}
@@ -581,8 +581,8 @@ func TestPgBouncer(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	if allowed != 80 || errs != 0 {
-		t.Errorf("%d allowed (want 40 + 40), %d not decided by the database", allowed, errs)
+	if allowed != 400 || errs != 0 {
+		t.Errorf("%d allowed (want 200 + 200), %d not decided by the database", allowed, errs)
 	}
 }
 
