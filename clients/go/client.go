@@ -580,9 +580,11 @@ func secondsToUs(seconds float64, maxUs int64) int64 {
 // not pre-checked; nor is a key without a bucket and without room.  c.mu
 // held.
 func (c *Client) precheck(items []item, now int64) (Decision, bool) {
-	var reqs []gcraRequest
-	var entries []*entry
-	var which []int
+	var reqsOf [maxRequests]gcraRequest
+	var entriesOf [maxRequests]*entry
+	var whichOf [maxRequests]int
+	var decisions [maxRequests]gcraDecision
+	reqs, entries, which := reqsOf[:0], entriesOf[:0], whichOf[:0]
 	for i := range items {
 		it := &items[i]
 		if !it.known || it.shadow || it.cost > it.burst {
@@ -604,7 +606,7 @@ func (c *Client) precheck(items []item, now int64) (Decision, bool) {
 	if len(reqs) == 0 {
 		return Decision{}, false
 	}
-	d := make([]gcraDecision, len(reqs))
+	d := decisions[:len(reqs)]
 	pre := gcraDecideAll(reqs, now, d)
 	for i, e := range entries {
 		if d[i].store {
@@ -629,7 +631,7 @@ func (c *Client) precheck(items []item, now int64) (Decision, bool) {
 		}
 		reqs = append(reqs, gcraRequest{limit: it.limit, bucket: b, shadow: it.shadow})
 	}
-	d = make([]gcraDecision, len(reqs))
+	d = decisions[:len(reqs)]
 	peek := gcraDecideAll(reqs, now, d)
 	m := 0
 	for i := range items {
@@ -675,8 +677,10 @@ func (c *Client) fallback(items []item, now int64, r reason, detail string) (Dec
 				Source: SourceFallback, Binding: i, Limiter: items[i].limiter}, nil
 		}
 	}
-	reqs := make([]gcraRequest, 0, len(items))
-	entries := make([]*entry, 0, len(items))
+	var reqsOf [maxRequests]gcraRequest
+	var entriesOf [maxRequests]*entry
+	var decisions [maxRequests]gcraDecision
+	reqs, entries := reqsOf[:0], entriesOf[:0]
 	for i := range items {
 		e := c.keys.get(items[i].id, now, false)
 		if e == nil {
@@ -688,7 +692,7 @@ func (c *Client) fallback(items []item, now int64, r reason, detail string) (Dec
 			cost: items[i].cost, shadow: items[i].shadow})
 	}
 	if len(entries) == len(items) {
-		d := make([]gcraDecision, len(items))
+		d := decisions[:len(items)]
 		cb := gcraDecideAll(reqs, now, d)
 		for i, e := range entries {
 			if d[i].store {

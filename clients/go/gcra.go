@@ -271,7 +271,8 @@ func gcraCombine(d []gcraDecision, shadow []bool) gcraCombined {
 // gcraDecideAll decides the requests all or nothing, as gcra_decide_all
 // does; decisions receives each request's decision.
 func gcraDecideAll(r []gcraRequest, nowUs int64, decisions []gcraDecision) gcraCombined {
-	shadow := make([]bool, len(r))
+	var shadowOf [maxRequests]bool
+	shadow := shadowOf[:len(r)]
 	allowed := true
 	for i := range r {
 		decisions[i] = gcraDecide(&r[i].limit, &r[i].bucket, nowUs, r[i].cost)
