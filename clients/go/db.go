@@ -181,7 +181,12 @@ func (c *Client) failed(ctx, dctx context.Context, err error, a *answer) {
 		if r := refusal(pe.Code, pe.Message); r != nil {
 			// "element N of the arrays of rl_take_all" says which
 			if i := strings.Index(pe.Where, "element "); i >= 0 {
-				n, _ := strconv.Atoi(strings.FieldsFunc(pe.Where[i+8:], func(r rune) bool { return r < '0' || r > '9' })[0])
+				digits := pe.Where[i+8:]
+				end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' })
+				if end < 0 {
+					end = len(digits)
+				}
+				n, _ := strconv.Atoi(digits[:end])
 				r.Index = n - 1
 			}
 			a.refusal = r
