@@ -223,10 +223,11 @@ func Connect(ctx context.Context, connString string, opts *Options) (*Client, er
 	return c, nil
 }
 
-// Close closes the idle connections, without waiting for the network; a
-// decision still running closes its own.  The client's last use.
+// Close closes the connections without waiting for the network (a
+// decision still running closes its own when it ends).  The client's last
+// use.
 func (c *Client) Close() {
-	c.pool.dropIdle()
+	c.pool.close()
 }
 
 // Stats answers the counters.

@@ -20,8 +20,9 @@ type connPool struct {
 	config *pgconn.Config
 	places chan struct{} // one per connection, idle or in use
 
-	mu   sync.Mutex
-	idle []*pgconn.PgConn
+	mu     sync.Mutex
+	idle   []*pgconn.PgConn
+	closed bool // by Client.Close: a released connection is closed
 }
 
 func newConnPool(config *pgconn.Config, size int) *connPool {
@@ -56,14 +57,25 @@ func (p *connPool) acquire(ctx context.Context) (conn *pgconn.PgConn, reused, bu
 // release gives the place back, and the connection too when it is idle and
 // open; a closed one is forgotten (pgconn finishes closing it by itself).
 func (p *connPool) release(conn *pgconn.PgConn) {
-	if !conn.IsClosed() && !conn.IsBusy() && conn.TxStatus() == 'I' {
-		p.mu.Lock()
+	keep := !conn.IsClosed() && !conn.IsBusy() && conn.TxStatus() == 'I'
+	p.mu.Lock()
+	keep = keep && !p.closed
+	if keep {
 		p.idle = append(p.idle, conn)
-		p.mu.Unlock()
-	} else if !conn.IsClosed() {
+	}
+	p.mu.Unlock()
+	if !keep && !conn.IsClosed() {
 		closeNow(conn)
 	}
 	<-p.places
+}
+
+// close closes the idle connections, and each in use when it is released.
+func (p *connPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.dropIdle()
 }
 
 // dropIdle closes the idle connections: they lead to the same server as one
