@@ -158,7 +158,7 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 			return row
 		}
 		if dead && try == 0 {
-			// the server may be back with a new session: try one once
+			// the server may be back: try a new connection once
 			c.pool.dropIdle()
 			a.policies = nil
 			continue

@@ -119,7 +119,6 @@ func bucketOf(t *testing.T, b vectorBucket) gcraBucket {
 }
 
 func sameDecision(t *testing.T, what string, got gcraDecision, want vectorDecision) {
-	t.Helper()
 	w := gcraDecision{allowed: want.Allowed, store: want.Store, normalised: want.Normalised,
 		newTatUs: i64(t, want.NewTatUs), remaining: want.Remaining, retryKnown: want.RetryKnown,
 		retryAfterUs: i64(t, want.RetryAfterUs), resetAfterUs: i64(t, want.ResetAfterUs)}

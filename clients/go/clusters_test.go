@@ -22,7 +22,6 @@ import (
 // data directory RL_GO_VICTIM_DATA, the server's programs in RL_GO_BINDIR)
 // and RL_GO_PGBOUNCER (PgBouncer in transaction mode before RL_GO_TABLE).
 func env(t *testing.T, name string) string {
-	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
 		t.Skipf("%s is not set (test/clients/go.pl sets it)", name)
@@ -72,7 +71,6 @@ func (w *warnings) count() int {
 }
 
 func newClient(t *testing.T, conn string, opts *Options) (*Client, *warnings) {
-	t.Helper()
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -91,7 +89,6 @@ func newClient(t *testing.T, conn string, opts *Options) (*Client, *warnings) {
 
 // sqlConn is a plain connection for what the tests ask the server.
 func sqlConn(t *testing.T, conn string) *pgx.Conn {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, conn)
@@ -103,7 +100,6 @@ func sqlConn(t *testing.T, conn string) *pgx.Conn {
 }
 
 func exec1(t *testing.T, c *pgx.Conn, sql string, args ...interface{}) {
-	t.Helper()
 	if _, err := c.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
@@ -111,7 +107,6 @@ func exec1(t *testing.T, c *pgx.Conn, sql string, args ...interface{}) {
 
 // take calls c.Take and fails the test on an error.
 func take(t *testing.T, c *Client, limiter, key string, rate float64, burst, cost int) Decision {
-	t.Helper()
 	d, err := c.Take(context.Background(), limiter, key, rate, burst, cost)
 	if err != nil {
 		t.Fatalf("Take(%s, %s): %v", limiter, key, err)
@@ -138,7 +133,6 @@ func newVictim(t *testing.T) *victim {
 }
 
 func (v *victim) pgctl(t *testing.T, args ...string) {
-	t.Helper()
 	cmd := exec.Command(filepath.Join(v.bindir, "pg_ctl"), append([]string{"-D", v.data, "-w"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
@@ -160,7 +154,6 @@ func (v *victim) start(t *testing.T) {
 
 // pids answers the postmaster of the victim and its children.
 func (v *victim) pids(t *testing.T) []int {
-	t.Helper()
 	data, err := os.ReadFile(filepath.Join(v.data, "postmaster.pid"))
 	if err != nil {
 		t.Fatalf("postmaster.pid: %v", err)
@@ -194,7 +187,6 @@ func (v *victim) pids(t *testing.T) []int {
 // bytes and never answer.  The returned func (also run at cleanup) sends
 // SIGCONT.
 func (v *victim) stall(t *testing.T) func() {
-	t.Helper()
 	pids := v.pids(t)
 	var once sync.Once
 	resume := func() {
