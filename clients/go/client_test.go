@@ -237,6 +237,8 @@ func TestOutage(t *testing.T) {
 	ctx := context.Background()
 	name, pol, never := uniqueName(t), uniqueName(t), uniqueName(t)
 	exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ($1, 1.0/3600, 4)", pol)
+	shadow := uniqueName(t)
+	exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst, shadow) VALUES ($1, 1.0/3600, 1, true)", shadow)
 	db.Close(ctx)
 	for i := 0; i < 3; i++ {
 		if d := take(t, c, name, "k", 1.0/3600, 5, 1); d.Source != SourceDatabase || !d.Allowed {
@@ -274,12 +276,19 @@ func TestOutage(t *testing.T) {
 	if err != nil || d.Allowed || d.Source != SourceFallback {
 		t.Errorf("a policy never read: %+v %v, want refused", d, err)
 	}
+	// a shadow policy decides and stores in memory, and never denies
+	for i, want := range []int{0, 0, 0} {
+		d, err := c.TakePolicy(ctx, shadow, "k", 1)
+		if err != nil || !d.Allowed || d.Source != SourceFallback || d.Remaining != want || d.RetryAfter != 0 {
+			t.Errorf("shadow call %d in the outage: %+v %v", i, d, err)
+		}
+	}
 	s := c.Stats()
 	if s.FallbackError == 0 || s.NoPolicy != 1 || s.Fallback != s.FallbackError+s.FallbackTimeout {
 		t.Errorf("counters %+v", s)
 	}
-	if n := w.count(); n != 3 {
-		t.Errorf("%d warnings, want one per limiter (3): %v", n, w.lines)
+	if n := w.count(); n != 4 {
+		t.Errorf("%d warnings, want one per limiter (4): %v", n, w.lines)
 	} else if !contains(w.lines[0], fmt.Sprintf("limiter %q is decided in memory at the same limit: the database failed (", name)) {
 		t.Errorf("warning: %s", w.lines[0])
 	}
@@ -643,5 +652,46 @@ func TestPolicyRefresh(t *testing.T) {
 		if s := c.Stats(); s.PolicyReads != 2 {
 			t.Errorf("%d reads of rl_policies, want 2", s.PolicyReads)
 		}
+		// a policy made since the last read: the database decides it
+		// without a pre-check, and the next policy call reads them again
+		late := uniqueName(t)
+		exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ($1, 1.0/3600, 3)", late)
+		if d, err := c.TakePolicy(ctx, late, "k", 1); err != nil || d.Source != SourceDatabase || d.Remaining != 2 {
+			t.Errorf("a policy made since the last read: %+v %v", d, err)
+		}
+		c.TakePolicy(ctx, late, "k", 1)
+		if s := c.Stats(); s.PolicyReads != 3 {
+			t.Errorf("%d reads of rl_policies, want 3: a missing limiter reads them again", s.PolicyReads)
+		}
 	})
+}
+
+// TestCallerContext: a caller whose own context ends first (before the
+// call, or while the server stalls) gets a decision in memory, and the
+// database is not put in its backoff for it.
+func TestCallerContext(t *testing.T) {
+	v := newVictim(t)
+	c, _ := newClient(t, v.conn, nil)
+	name := uniqueName(t)
+	take(t, c, name, "k", 1.0/3600, 5, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d, err := c.Take(ctx, name, "k", 1.0/3600, 5, 1)
+	if err != nil || d.Source != SourceFallback || !d.Allowed {
+		t.Errorf("an ended context: %+v %v, want allowed in memory", d, err)
+	}
+	if d := take(t, c, name, "k", 1.0/3600, 5, 1); d.Source != SourceDatabase {
+		t.Errorf("the next call: %+v, want the database (no backoff)", d)
+	}
+	resume := v.stall(t)
+	ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var el time.Duration
+	if el = timed(func() { d, err = c.Take(ctx, name, "k", 1.0/3600, 5, 1) }); err != nil || d.Source != SourceFallback || el > 200*time.Millisecond {
+		t.Errorf("a context of 50 ms, the server stalled: %+v %v after %v", d, err, el)
+	}
+	resume()
+	if d := take(t, c, name, "k", 1.0/3600, 5, 1); d.Source != SourceDatabase {
+		t.Errorf("after SIGCONT: %+v, want the database (no backoff)", d)
+	}
 }
