@@ -82,12 +82,14 @@ my (%result, @order, %output);
 for my $line (split /\n/, $out)
 {
 	my $ev = eval { decode_json($line) } or next;
-	next unless defined $ev->{Test} && $ev->{Test} !~ m{/};
-	my $name = $ev->{Test};
+	next unless defined $ev->{Test};
+	# a subtest's lines go to its test; its result is the test's
+	my ($name, $sub) = split m{/}, $ev->{Test}, 2;
 	push @order, $name unless exists $result{$name};
 	$result{$name} //= '';
 	$output{$name} .= $ev->{Output} if defined $ev->{Output};
-	$result{$name} = $ev->{Action} if $ev->{Action} =~ /^(pass|fail|skip)$/;
+	$result{$name} = $ev->{Action}
+	  if !defined $sub && $ev->{Action} =~ /^(pass|fail|skip)$/;
 }
 ok(@order >= 15, 'go test ran the suite (' . scalar(@order) . ' tests)') or diag("$out$err");
 for my $name (@order)
