@@ -1,0 +1,225 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v4"
+)
+
+// The clusters test/clients/go.pl starts: RL_GO_TABLE and RL_GO_MEMORY (one
+// per store), RL_GO_VICTIM (stopped, stalled and restarted by the tests; its
+// data directory RL_GO_VICTIM_DATA, the server's programs in RL_GO_BINDIR)
+// and RL_GO_PGBOUNCER (PgBouncer in transaction mode before RL_GO_TABLE).
+func env(t *testing.T, name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		t.Skipf("%s is not set (test/clients/go.pl sets it)", name)
+	}
+	return v
+}
+
+// stores runs f once per store.
+func stores(t *testing.T, f func(t *testing.T, conn string)) {
+	for _, s := range []string{"table", "memory"} {
+		conn := env(t, "RL_GO_"+strings.ToUpper(s))
+		t.Run(s, func(t *testing.T) { f(t, conn) })
+	}
+}
+
+var limiterSeq struct {
+	sync.Mutex
+	n int
+}
+
+// uniqueName is a limiter name no other test uses.
+func uniqueName(t *testing.T) string {
+	limiterSeq.Lock()
+	defer limiterSeq.Unlock()
+	limiterSeq.n++
+	return fmt.Sprintf("go_%s_%d_%d", strings.NewReplacer("/", "_").Replace(t.Name()), os.Getpid(), limiterSeq.n)
+}
+
+// warnings collects what a client warns.
+type warnings struct {
+	sync.Mutex
+	lines    []string
+	limiters []string
+}
+
+func (w *warnings) warn(limiter, message string) {
+	w.Lock()
+	defer w.Unlock()
+	w.lines = append(w.lines, message)
+	w.limiters = append(w.limiters, limiter)
+}
+
+func (w *warnings) count() int {
+	w.Lock()
+	defer w.Unlock()
+	return len(w.lines)
+}
+
+func newClient(t *testing.T, conn string, opts *Options) (*Client, *warnings) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	// a loaded machine must not turn the database's decisions into
+	// fallbacks where a test counts them: the tests of the deadline set
+	// their own
+	if o.Deadline == 0 {
+		o.Deadline = 5 * time.Second
+	}
+	w := &warnings{}
+	if o.Warn == nil {
+		o.Warn = w.warn
+	}
+	c, err := Connect(context.Background(), conn, &o)
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c, w
+}
+
+// sqlConn is a plain connection for what the tests ask the server.
+func sqlConn(t *testing.T, conn string) *pgx.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, conn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func exec1(t *testing.T, c *pgx.Conn, sql string, args ...interface{}) {
+	if _, err := c.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// take calls c.Take and fails the test on an error.
+func take(t *testing.T, c *Client, limiter, key string, rate float64, burst, cost int) Decision {
+	d, err := c.Take(context.Background(), limiter, key, rate, burst, cost)
+	if err != nil {
+		t.Fatalf("Take(%s, %s): %v", limiter, key, err)
+	}
+	return d
+}
+
+func near(a, b, tolerance float64) bool {
+	if math.IsInf(a, 1) || math.IsInf(b, 1) {
+		return a == b
+	}
+	return math.Abs(a-b) <= tolerance
+}
+
+// victim controls the cluster the outage tests stop and stall.
+type victim struct {
+	conn, data, bindir string
+	stopped            bool
+}
+
+func newVictim(t *testing.T) *victim {
+	return &victim{conn: env(t, "RL_GO_VICTIM"), data: env(t, "RL_GO_VICTIM_DATA"),
+		bindir: env(t, "RL_GO_BINDIR")}
+}
+
+func (v *victim) pgctl(t *testing.T, args ...string) {
+	cmd := exec.Command(filepath.Join(v.bindir, "pg_ctl"), append([]string{"-D", v.data, "-w"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl %v: %v\n%s", args, err, out)
+	}
+}
+
+func (v *victim) stop(t *testing.T) {
+	v.pgctl(t, "-m", "fast", "stop")
+	v.stopped = true
+}
+
+// start starts the victim again if it is stopped.
+func (v *victim) start(t *testing.T) {
+	if v.stopped {
+		v.pgctl(t, "-l", filepath.Join(v.data, "..", "go_restart.log"), "start")
+		v.stopped = false
+	}
+}
+
+// pids answers the postmaster of the victim and its children.
+func (v *victim) pids(t *testing.T) []int {
+	data, err := os.ReadFile(filepath.Join(v.data, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	pm, err := strconv.Atoi(strings.SplitN(string(data), "\n", 2)[0])
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	pids := []int{pm}
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// stall stops every process of the victim with SIGSTOP: its sockets accept
+// bytes and never answer.  The returned func (also run at cleanup) sends
+// SIGCONT.
+func (v *victim) stall(t *testing.T) func() {
+	pids := v.pids(t)
+	var once sync.Once
+	resume := func() {
+		once.Do(func() {
+			for _, p := range pids {
+				syscall.Kill(p, syscall.SIGCONT)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	for _, p := range pids {
+		if err := syscall.Kill(p, syscall.SIGSTOP); err != nil {
+			resume()
+			t.Fatalf("SIGSTOP %d: %v", p, err)
+		}
+	}
+	return resume
+}
+
+// timed runs f and answers how long it took.
+func timed(f func()) time.Duration {
+	start := time.Now()
+	f()
+	return time.Since(start)
+}
+
+// unreachable is a connection string on which nothing listens.
+func unreachable() string {
+	return "host=127.0.0.1 port=1 dbname=postgres user=nobody connect_timeout=5"
+}

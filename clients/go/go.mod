@@ -1,0 +1,5 @@
+module ratelimit
+
+go 1.19
+
+require github.com/jackc/pgx/v4 v4.15.0

@@ -1,0 +1,139 @@
+# The Go client (clients/go): its go test suite, run with the race detector
+# against real clusters, one per store, a third that the tests stop, stall
+# (SIGSTOP) and restart, and PgBouncer in transaction mode; each Go test is
+# one assertion here.  Then the sign-in example, built and run.  Offline:
+# GOPATH mode over Debian's Go sources in /usr/share/gocode.
+use strict;
+use warnings;
+use lib "$ENV{RL_SRC}/test/client";
+use ClientTest;
+use HTTP::Tiny;
+use IPC::Run;
+use JSON::PP;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $src = $ENV{RL_SRC};
+my @stats = ("track_functions = 'all'");
+my $table = client_node('go_table', @stats);
+my $memory = client_node('go_memory', @stats,
+	"shared_preload_libraries = 'ratelimit'", 'ratelimit.store = memory');
+my $victim = client_node('go_victim');
+my ($bouncer_port, $bouncer) = start_pgbouncer($table, 'transaction', 2);
+
+# the victim's processes run again whatever happens to the Go tests
+sub resume_victim
+{
+	my $pidfile = $victim->data_dir . '/postmaster.pid';
+	return unless -f $pidfile;
+	my ($pm) = split /\n/, slurp_file($pidfile);
+	my @pids = ($pm);
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		my $line = eval { slurp_file($stat) } // next;
+		push @pids, $1 if $line =~ /^(\d+) .*\) \S+ (\d+) / && $2 == $pm;
+	}
+	kill 'CONT', @pids;
+}
+END { resume_victim() if $victim; }
+
+sub connstr
+{
+	my ($node) = @_;
+	return 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+}
+
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+mkdir "$tmp/gopath";
+mkdir "$tmp/gopath/src";
+symlink("$src/clients/go", "$tmp/gopath/src/ratelimit") or die "symlink: $!";
+my %goenv = (
+	GO111MODULE => 'off',
+	GOPATH => "$tmp/gopath:/usr/share/gocode",
+	GOPROXY => 'off',
+	GOFLAGS => '',
+	RL_GO_TABLE => connstr($table),
+	RL_GO_MEMORY => connstr($memory),
+	RL_GO_VICTIM => connstr($victim),
+	RL_GO_VICTIM_DATA => $victim->data_dir,
+	RL_GO_BINDIR => $victim->config_data('--bindir'),
+	RL_GO_PGBOUNCER => "host=127.0.0.1 port=$bouncer_port dbname=postgres",
+	RL_SRC => $src);
+$goenv{GOCACHE} = "$tmp/gocache" unless $ENV{HOME} && -w $ENV{HOME};
+
+sub go
+{
+	my (@args) = @_;
+	local %ENV = (%ENV, %goenv);
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'go', @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(1500));
+	return ($? == 0, $out, $err);
+}
+
+my ($ok, $out, $err) = go('vet', 'ratelimit', 'ratelimit/examples/signin');
+ok($ok, 'go vet is clean') or diag("$out$err");
+
+# -race where the race runtime is there (amd64 and arm64 Linux)
+my ($race) = go('test', '-race', '-count=1', '-run', '^$', 'ratelimit');
+($ok, $out, $err) = go('test', ($race ? ('-race') : ()), '-count=1', '-json', '-timeout', '20m', 'ratelimit');
+diag('the race detector is not available: goroutine tests run without it') unless $race;
+my (%result, @order, %output);
+for my $line (split /\n/, $out)
+{
+	my $ev = eval { decode_json($line) } or next;
+	next unless defined $ev->{Test};
+	# a subtest's lines go to its test; its result is the test's
+	my ($name, $sub) = split m{/}, $ev->{Test}, 2;
+	push @order, $name unless exists $result{$name};
+	$result{$name} //= '';
+	$output{$name} .= $ev->{Output} if defined $ev->{Output};
+	$result{$name} = $ev->{Action}
+	  if !defined $sub && $ev->{Action} =~ /^(pass|fail|skip)$/;
+}
+ok(@order >= 15, 'go test ran the suite (' . scalar(@order) . ' tests)') or diag("$out$err");
+for my $name (@order)
+{
+	ok($result{$name} eq 'pass', "go test $name" . ($race ? ' (-race)' : ''))
+	  or diag($output{$name});
+}
+ok($ok, 'go test exits 0') or diag($err);
+
+# The sign-in example, as a user builds and runs it
+($ok, $out, $err) = go('build', '-o', "$tmp/signin", 'ratelimit/examples/signin');
+ok($ok, 'the sign-in example builds') or diag("$out$err");
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+$table->safe_psql('postgres', 'DELETE FROM rl_buckets');
+my ($in, $sout, $serr) = ('', '', '');
+my $h = IPC::Run::start([ "$tmp/signin" ], '<', \$in, '>', \$sout, '2>', \$serr,
+	init => sub { $ENV{DATABASE_URL} = connstr($table); $ENV{ADDR} = "127.0.0.1:$port"; });
+my $http = HTTP::Tiny->new(timeout => 10);
+my $url = "http://127.0.0.1:$port/signin";
+my $res;
+for (1 .. 100)
+{
+	$res = $http->post_form($url, { email => 'ada@example.com', password => 'wrong' });
+	last if $res->{status} != 599;
+	select(undef, undef, undef, 0.1);
+}
+my @codes = ($res->{status});
+push @codes, $http->post_form($url, { email => 'ada@example.com', password => 'wrong' })->{status}
+  for 2 .. 6;
+is("@codes", '401 401 401 401 401 429', 'the example refuses the sixth failed sign-in of a minute');
+$res = $http->post_form($url, { email => 'ada@example.com', password => 'wrong' });
+ok($res->{status} == 429 && $res->{headers}{'retry-after'} =~ /^\d+$/
+	  && $res->{headers}{'ratelimit-policy'},
+	'a refused sign-in says when to retry and which limit') or diag(explain $res->{headers});
+$res = $http->post_form($url, { email => 'grace@example.com', password => 'correct horse' });
+is($res->{status}, 200, 'another account signs in');
+for (1 .. 7)
+{
+	$res = $http->post_form($url, { email => 'grace@example.com', password => 'correct horse' });
+}
+is($res->{status}, 200, 'successful sign-ins are refunded: they never use up the budget');
+$h->kill_kill;
+
+$victim->stop;
+$memory->stop;
+$table->stop;
+done_testing();
