@@ -72,14 +72,14 @@ sub run_program
 	return ($?, $out, $err);
 }
 
-# readme_example(FILE): the first C block of README.md's section "The C
-# client", written to FILE, so that the tests build it exactly as printed.
+# readme_example(FILE): the first C block of docs/c-client.md, written to
+# FILE, so that the tests build it exactly as printed.
 sub readme_example
 {
 	my ($file) = @_;
-	my $readme = PostgreSQL::Test::Utils::slurp_file("$src/README.md");
-	my ($code) = $readme =~ /^## The C client\n.*?^```c\n(.*?)^```$/ms
-	  or die "README.md has no C example under \"## The C client\"\n";
+	my $page = PostgreSQL::Test::Utils::slurp_file("$src/docs/c-client.md");
+	my ($code) = $page =~ /^```c\n(.*?)^```$/ms
+	  or die "docs/c-client.md has no C example\n";
 	PostgreSQL::Test::Utils::append_to_file($file, $code);
 	return $file;
 }
