@@ -1,4 +1,4 @@
-// app.js: npm install express@5 pg; DATABASE_URL=postgres://web@localhost/app node app.js
+// sign_in.js: npm install express@5 pg; DATABASE_URL=postgres://web:change-me@localhost/app node sign_in.js
 const express = require('express');
 const { Pool } = require('pg');
 

@@ -1,5 +1,5 @@
-# app.py: apt-get install python3-flask python3-psycopg python3-psycopg-pool
-# DATABASE_URL=postgresql://web@localhost/app python3 -m flask --app app run --port 3000
+# sign_in.py: apt-get install -y python3-flask python3-psycopg python3-psycopg-pool
+# DATABASE_URL=postgres://web:change-me@localhost/app python3 sign_in.py
 import math
 import os
 
@@ -31,3 +31,7 @@ def login():
         return "Too many attempts\n", 429, {"Retry-After": str(math.ceil(retry_after))}
     # ... check the password
     return "checked\n"
+
+
+if __name__ == "__main__":
+    app.run(host="127.0.0.1", port=int(os.environ.get("PORT", "3000")))
