@@ -17,7 +17,7 @@ while ($section =~ /^```(sql|text)\n(.*?)^```$/msg)
 	if ($1 eq 'sql') { push @blocks, { sql => $2 }; }
 	else { $blocks[-1]{want} = $2; }
 }
-cmp_ok(scalar @blocks, '>=', 7, 'the section has its SQL blocks');
+cmp_ok(scalar @blocks, '>=', 6, 'the section has its SQL blocks');
 
 my $node = PostgreSQL::Test::Cluster->new('readme_1_1');
 $node->init;

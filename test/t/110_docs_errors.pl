@@ -19,7 +19,7 @@ $standby->start;
 $primary->wait_for_catchup($standby);
 
 my $page = slurp_file("$ENV{RL_SRC}/docs/reference.md");
-my ($table) = $page =~ /^## Errors\n.*?^\| --- .*?\n(.*?)^$/ms
+my ($table) = $page =~ /^## Errors\n.*?^\| --- .*?\n(.*?)(?:^$|\z)/ms
   or die "docs/reference.md has no table under \"## Errors\"\n";
 my $rows = 0;
 for my $row (split /\n/, $table)
