@@ -6,9 +6,10 @@ package Docs;
 use strict;
 use warnings;
 use Exporter 'import';
+use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(doc_block);
+our @EXPORT = qw(doc_block debian_node);
 
 my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
 
@@ -23,6 +24,29 @@ sub doc_block
 	die "the docs have " . scalar(@found) . " $lang blocks starting with $first, not 1\n"
 	  unless @found == 1;
 	return $found[0];
+}
+
+# debian_node(NAME, CONF LINE...): a started cluster configured as Debian's
+# pg_createcluster makes one: peer authentication on the socket, a password
+# (SCRAM) over TCP on localhost, the library preloaded as the README says.
+sub debian_node
+{
+	my ($name, @conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init;
+	$node->append_conf('postgresql.conf',
+		join("\n", "shared_preload_libraries = 'ratelimit'", "listen_addresses = 'localhost'", @conf, ''));
+	# Debian's pg_hba.conf, less the replication lines
+	open my $hba, '>', $node->data_dir . '/pg_hba.conf' or die $!;
+	print $hba <<'HBA';
+local   all             postgres                                peer
+local   all             all                                     peer
+host    all             all             127.0.0.1/32            scram-sha-256
+host    all             all             ::1/128                 scram-sha-256
+HBA
+	close $hba;
+	$node->start;
+	return $node;
 }
 
 1;

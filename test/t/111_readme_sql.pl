@@ -10,27 +10,14 @@
 # in a database of its own: it comes before the install.
 use strict;
 use warnings;
+use lib "$ENV{RL_SRC}/test/docs";
+use Docs;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('readme');
-$node->init;
-$node->append_conf('postgresql.conf', <<'CONF');
-shared_preload_libraries = 'ratelimit'
-listen_addresses = 'localhost'
-CONF
-# Debian's pg_hba.conf (pg_createcluster), less the replication lines
-open my $hba, '>', $node->data_dir . '/pg_hba.conf' or die $!;
-print $hba <<'HBA';
-local   all             postgres                                peer
-local   all             all                                     peer
-host    all             all             127.0.0.1/32            scram-sha-256
-host    all             all             ::1/128                 scram-sha-256
-HBA
-close $hba;
-$node->start;
+my $node = debian_node('readme');
 
 my $readme = slurp_file("$ENV{RL_SRC}/README.md");
 my @blocks;
