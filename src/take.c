@@ -110,13 +110,16 @@ required_text_argument(FunctionCallInfo fcinfo, int argno, const char *name)
 void
 refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 {
+	/* a rate of 0 is mostly 5/60 in SQL: an integer division */
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s", gcra_error_message(error)),
 			 error == GCRA_BAD_COST ? errdetail("cost is %d.", cost) :
 			 error == GCRA_BAD_BURST ? errdetail("burst is %d.", burst) :
 			 errdetail("rate is %s per second, burst is %d.",
-					   float8out_internal(rate), burst)));
+					   float8out_internal(rate), burst),
+			 error == GCRA_BAD_RATE && rate == 0.0 ?
+			 errhint("A rate is in requests per second, and 5/60 divides integers (0): write 5.0/60.") : 0));
 }
 
 double

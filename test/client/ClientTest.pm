@@ -14,7 +14,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(client_node build_client run_client run_program start_pgbouncer
-  readme_example);
+  readme_example cluster_processes freeze_cluster thaw_cluster);
 
 my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
 
@@ -72,14 +72,14 @@ sub run_program
 	return ($?, $out, $err);
 }
 
-# readme_example(FILE): the first C block of README.md's section "The C
-# client", written to FILE, so that the tests build it exactly as printed.
+# readme_example(FILE): the first C block of docs/c-client.md, written to
+# FILE, so that the tests build it exactly as printed.
 sub readme_example
 {
 	my ($file) = @_;
-	my $readme = PostgreSQL::Test::Utils::slurp_file("$src/README.md");
-	my ($code) = $readme =~ /^## The C client\n.*?^```c\n(.*?)^```$/ms
-	  or die "README.md has no C example under \"## The C client\"\n";
+	my $page = PostgreSQL::Test::Utils::slurp_file("$src/docs/c-client.md");
+	my ($code) = $page =~ /^```c\n(.*?)^```$/ms
+	  or die "docs/c-client.md has no C example\n";
 	PostgreSQL::Test::Utils::append_to_file($file, $code);
 	return $file;
 }
@@ -179,5 +179,31 @@ INI
 	}
 	return ($port, $h, "$dir/pgbouncer.log");
 }
+
+# cluster_processes(NODE): the postmaster of NODE and its children (every
+# server process), from postmaster.pid and /proc; none when it is down.
+sub cluster_processes
+{
+	my ($node) = @_;
+	my $pidfile = $node->data_dir . '/postmaster.pid';
+	return () unless -f $pidfile;
+	my ($postmaster) = split /\n/, PostgreSQL::Test::Utils::slurp_file($pidfile);
+	my @pids = ($postmaster);
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		open(my $fh, '<', $stat) or next;
+		my $line = <$fh> // next;
+		# the command name may hold spaces and parentheses: ppid follows the last ")"
+		push @pids, $1 if $line =~ /^(\d+) .*\) \S+ (\d+) / && $2 == $postmaster;
+	}
+	return @pids;
+}
+
+# freeze_cluster(NODE): stop every server process with SIGSTOP, as a frozen
+# host or a dropped network does (connections accept bytes and never answer);
+# thaw_cluster(NODE) lets them run again.  A test that freezes a cluster
+# thaws it in every exit path: END { thaw_cluster($node) }.
+sub freeze_cluster { kill 'STOP', cluster_processes($_[0]) }
+sub thaw_cluster { kill 'CONT', cluster_processes($_[0]) }
 
 1;

@@ -5,7 +5,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(31);
+SELECT plan(32);
 
 -- a live bucket on the key the bad calls name, so a write would show
 CREATE TEMP TABLE seeded AS
@@ -30,6 +30,21 @@ SELECT pg_temp.bad($$SELECT rl_take('login', '', 1, 5)$$, '22023', 'key must not
 SELECT pg_temp.bad(format($$SELECT rl_take('login', 'ada', %s, 5)$$, r), '22023',
 				   'rate must be a finite number of requests per second above 0 and at most 1000000')
 FROM unnest(ARRAY['0', '-1', '''NaN''', '''Infinity''', '''-Infinity''', '1000000.5', '-0.0']) AS r;
+
+-- the hint names integer division, the usual way to a rate of 0
+CREATE FUNCTION pg_temp.hint_of(call text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	hint text;
+BEGIN
+	EXECUTE call;
+	RETURN NULL;
+EXCEPTION WHEN invalid_parameter_value THEN
+	GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT;
+	RETURN hint;
+END $$;
+SELECT is(pg_temp.hint_of($$SELECT rl_take('login', 'ada', 5/60, 5)$$),
+		  'A rate is in requests per second, and 5/60 divides integers (0): write 5.0/60.',
+		  'a rate of 0 (5/60) hints at integer division');
 
 SELECT pg_temp.bad(format($$SELECT rl_take('login', 'ada', 1, %s)$$, b), '22023',
 				   'burst must be at least 1')

@@ -1,15 +1,15 @@
 # HTTP: every rl_headers value parses as the structured-fields List the
 # RateLimit draft requires (the npm package structured-headers, from
-# test/readme), and PostgREST's way of calling rl_guard: a transaction (READ
+# test/docs), and PostgREST's way of calling rl_guard: a transaction (READ
 # ONLY for GET and HEAD) that sets request.headers, request.method and
 # request.path, runs the pre-request function, then the query.  With the
 # memory store GET and HEAD are limited too; with the table store a read-only
 # transaction cannot decide (25006).
 use strict;
 use warnings;
-use lib "$ENV{RL_SRC}/test/readme";
+use lib "$ENV{RL_SRC}/test/docs";
 use IPC::Run;
-use Readme;
+use Docs;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -23,7 +23,7 @@ my $setup = q{
 	CREATE SCHEMA api;
 	CREATE TABLE api.items (id int);
 	INSERT INTO api.items VALUES (1);
-} . readme_block('sql', qr/^-- PostgREST: /) . q{
+} . doc_block('sql', qr/^-- PostgREST: /) . q{
 	UPDATE rl_policies SET rate = 1.0 / 3600, burst = 3 WHERE limiter = 'api_requests';
 };
 
@@ -153,7 +153,7 @@ for (const b of bad.slice(0, 5)) console.log(b);
 };
 my ($nout, $nerr) = ('', '');
 {
-	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+	local $ENV{NODE_PATH} = "$src/test/docs/node_modules";
 	IPC::Run::run([ 'node', '-e', $check ], '<', \$values, '>', \$nout, '2>', \$nerr);
 }
 my ($count, $denials) = $nout =~ /\A(\d+) (\d+)\n/;
@@ -166,7 +166,7 @@ $nout = '';
 IPC::Run::run([ 'node', '-e', q{
 	const sh = require('structured-headers');
 	try { sh.parseList('"caf\u00e9";q=1;w=1'); console.log('parsed'); } catch (e) { console.log('refused'); }
-} ], '>', \$nout, '2>', \$nerr, init => sub { $ENV{NODE_PATH} = "$src/test/readme/node_modules" });
+} ], '>', \$nout, '2>', \$nerr, init => sub { $ENV{NODE_PATH} = "$src/test/docs/node_modules" });
 is($nout, "refused\n", 'a name that is not ASCII is no sf-string: rl_headers refuses it (22023)');
 
 $tab->stop;

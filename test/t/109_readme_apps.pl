@@ -6,7 +6,7 @@
 # transaction mode.
 use strict;
 use warnings;
-use lib "$ENV{RL_SRC}/test/client", "$ENV{RL_SRC}/test/readme";
+use lib "$ENV{RL_SRC}/test/client", "$ENV{RL_SRC}/test/docs";
 use ClientTest;
 use Readme;
 use HTTP::Tiny;
@@ -159,10 +159,10 @@ sub check_app
 
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 
-# Node: express and pg from the npm registry (test/readme/package.json)
+# Node: express and pg from the npm registry (test/docs/package.json)
 PostgreSQL::Test::Utils::append_to_file("$tmp/app.js", readme_block('js', qr{^// app\.js: }));
 {
-	local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+	local $ENV{NODE_PATH} = "$src/test/docs/node_modules";
 	check_app('node', [ 'node', "$tmp/app.js" ], readme_check => 1);
 }
 
@@ -241,7 +241,7 @@ sub in_each_language
 	my ($name, $check) = @_;
 	PostgreSQL::Test::Utils::append_to_file("$tmp/$name.js", readme_block('js', qr{^// \Q$name\E\.js: }));
 	{
-		local $ENV{NODE_PATH} = "$src/test/readme/node_modules";
+		local $ENV{NODE_PATH} = "$src/test/docs/node_modules";
 		$check->('node', [ 'node', "$tmp/$name.js" ]);
 	}
 	mkdir "$tmp/py-$name";

@@ -1,50 +1,31 @@
-# Every SQL block of the README, run as printed on a live server, each in a
-# database of its own (with the extension, or without it for the blocks that
-# create it).  A SELECT whose line ends in "-- RESULT" must print RESULT
-# (columns separated by " | "; "A, then B" when run twice); a block that
-# shows psql's table prints that table; statements with $1, $2 are prepared
-# and run with sample addresses.
+# The README's SQL, and its shell lines that run psql or createdb, as printed
+# and in reading order, in one database, as a reader runs them: on a cluster
+# with Debian's default authentication (peer on the socket, a password over
+# TCP), as the role each block names ("-- as a superuser" runs as postgres;
+# every other block as web, with the README's connection string).  A line
+# that ends in "-- RESULT" must print RESULT (columns separated by " | ");
+# a shell command followed by "# RESULT" must print RESULT.  Every setup
+# statement is run twice, as a reader who comes back would, and must not
+# fail the second time.  The first block, the illustration at the top, runs
+# in a database of its own: it comes before the install.
 use strict;
 use warnings;
+use lib "$ENV{RL_SRC}/test/docs";
+use Docs;
+use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('readme_sql');
-$node->init;
-$node->append_conf('postgresql.conf', <<'CONF');
-shared_preload_libraries = 'ratelimit, pg_cron'
-cron.database_name = 'postgres'
-CONF
-$node->start;
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION pg_cron;
-	CREATE ROLE web LOGIN;
-	CREATE DATABASE app;
-});
+my $node = debian_node('readme');
 
-# What a block needs before it runs, by a pattern of its text: the default
-# is a database with the extension.
-my @setups = (
-	[ qr/^CREATE EXTENSION ratelimit;/m => undef ],
-	[ qr/^ALTER EXTENSION ratelimit UPDATE/m => q{CREATE EXTENSION ratelimit VERSION '1.0'} ],
-	[ qr/^SELECT rl_reset\('auth_login', 'ada\@example\.com'\)/m =>
-		  q{CREATE EXTENSION ratelimit; SELECT rl_take('auth_login', 'ada@example.com', 1, 1)} ],
-	[ qr/^SELECT rl_cleanup\(\);   -- 1523$/m =>
-		  q{CREATE EXTENSION ratelimit;
-			SELECT count(rl_take_at('export', i::text, 1, 1, 1, now() - interval '1 hour'))
-			FROM generate_series(1, 1523) i} ],
-	[ qr/^CREATE UNLOGGED TABLE rl_buckets/m =>
-		  q{CREATE EXTENSION ratelimit; CREATE SCHEMA readme; SET search_path = readme} ],
-	[ qr/^CREATE FUNCTION api\.pre_request/m =>
-		  q{CREATE EXTENSION ratelimit; CREATE SCHEMA api;
-			DO $$BEGIN CREATE ROLE authenticator; EXCEPTION WHEN duplicate_object THEN END$$} ],
-	[ qr/cron\.schedule/ => 'postgres' ],
-	# a proxy database has ratelimit_proxy instead of ratelimit; its roles
-	# are the shard's of the block before, on one cluster here
-	[ qr/^CREATE EXTENSION ratelimit_proxy/m => 'DROP ROLE app' ],
-	[ qr/rl_shard_hash|^CREATE SERVER ratelimit/m => 'CREATE EXTENSION ratelimit_proxy CASCADE' ],
-	[ qr/./ => 'CREATE EXTENSION ratelimit' ]);
+my $readme = slurp_file("$ENV{RL_SRC}/README.md");
+my @blocks;
+while ($readme =~ /^```(sql|sh)\n(.*?)^```$/msg)
+{
+	push @blocks, { lang => $1, text => $2 };
+}
+my $illustration = shift @blocks;
 
 # the code of a line, without its comment (a -- outside quotes)
 sub code
@@ -68,138 +49,121 @@ sub normal
 	return $s;
 }
 
-my $readme = slurp_file("$ENV{RL_SRC}/README.md");
-# the section on 1.1's policies is one story, block after block, that
-# 042_readme_1_1.pl runs in order
-$readme =~ s/^## Policies, several limits and refunds \(1\.1\)\n.*?(?=^## )//ms
-  or die "README.md has no section on 1.1's policies\n";
-my @blocks = $readme =~ /^```sql\n(.*?)^```$/msg;
-my ($n, $checked) = (0, 0);
-for my $block (@blocks)
-{
-	$n++;
-	my ($first) = $block =~ /^([^\n]*)/;
-	my ($setup) = map { $_->[1] } grep { $block =~ $_->[0] } @setups;
-	my $db = 'postgres';
-	my $prefix = '';
-	# a block that says whose session it is runs as that role
-	my @as = $first =~ /^-- as (\w+), / ? ('-U', $1) : ();
-	# the secret file a block names, readable by the server's user only
-	if ($block =~ /ratelimit\.key_secret_file = '(.*?)'/)
-	{
-		PostgreSQL::Test::Utils::append_to_file($1, 'a secret');
-		chmod 0600, $1;
-	}
-	if (!defined $setup || $setup ne 'postgres')
-	{
-		$db = "block$n";
-		$node->safe_psql('postgres', "CREATE DATABASE $db");
-		if (defined $setup && $setup =~ /SET search_path/)
-		{
-			($setup, $prefix) = split /;\s*(?=SET search_path)/, $setup;
-			$prefix .= ";\n";
-		}
-		$node->safe_psql($db, $setup) if defined $setup;
-	}
+# the environment of a reader's shell on the server: psql's defaults point
+# at this cluster (the README names none), and localhost is this cluster too
+local $ENV{PGHOST} = $node->host;
+local $ENV{PGPORT} = $node->port;
+delete $ENV{PGUSER};
+delete $ENV{PGDATABASE};
 
-	# statements: up to a line whose code ends with ";"; a psql table after
-	# one is its output
-	my (@stmts, $sql, $table);
+# run(COMMAND, STDIN): (exit code, stdout, stderr)
+sub run
+{
+	my ($cmd, $in) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run($cmd, '<', \($in // ''), '>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	return ($? >> 8, $out, $err);
+}
+
+my $web = 'postgres://web:change-me@localhost/app';
+my ($sql_blocks, $sh_lines) = (0, 0);
+
+# statements of an SQL block: up to a line whose code ends with ";", each
+# with the result its line promises
+sub statements
+{
+	my ($block) = @_;
+	my (@stmts, $sql);
 	for my $line (split /\n/, $block)
 	{
-		if (defined $table || $line =~ /^ \w+ +\|/ && !defined $sql)
-		{
-			$table .= "$line\n";
-			next;
-		}
 		my $code = code($line);
 		next if !defined $sql && $code =~ /^\s*$/;
 		$sql .= "$line\n";
-		# a statement ends at a ";" outside a dollar-quoted body
 		if ($code =~ /;\s*$/ && (() = $sql =~ /\$\$/g) % 2 == 0)
 		{
-			my ($want) = $line =~ /;\s*--\s*(.*)$/;
+			# a query's comment is its result; other statements' are words
+			my ($want) = $sql =~ /^\s*SELECT\b/m ? $line =~ /;\s*--\s*(.*)$/ : ();
 			push @stmts, [ $sql, $want ];
 			undef $sql;
 		}
 	}
-	die "block $n ($first) ends inside a statement\n" if defined $sql;
+	die "a README block ends inside a statement:\n$block" if defined $sql;
+	return @stmts;
+}
 
-	for my $i (0 .. $#stmts)
+{
+	# the illustration: a decision on a fresh key, as the table shows it
+	$node->safe_psql('postgres', 'CREATE DATABASE illustration');
+	$node->safe_psql('illustration', 'CREATE EXTENSION ratelimit');
+	my ($query, $table) = $illustration->{text} =~ /\A(.*?;)\n(.*)\z/s;
+	my ($ret, $out, $err) = run([ 'psql', '-X', '-d', 'illustration', '-P', 'footer=off', '-c', $query ]);
+	s/ +$//mg, s/\n+\z// for $out, $table;
+	is($out, $table, 'the illustration prints the table shown') or diag($err);
+}
+
+for my $block (@blocks)
+{
+	my ($first) = $block->{text} =~ /^([^\n]*)/;
+	if ($block->{lang} eq 'sh')
 	{
-		my ($stmt, $want) = @{ $stmts[$i] };
-		my $name = "block $n ($first): " . (split /\n/, $stmt)[0];
-		if ($stmt =~ /\$\d/)
+		# the lines a reader runs as postgres or as web: psql and createdb
+		my @lines = split /\n/, $block->{text};
+		for my $i (0 .. $#lines)
 		{
-			my %params = map { $_ => 1 } $stmt =~ /\$(\d)/g;
-			my @args = ('10.0.0.1', '203.0.113.7')[ 0 .. (keys %params) - 1 ];
-			(my $body = code_only($stmt)) =~ s/;\s*$//;
-			$stmt = "PREPARE s AS $body;\nEXECUTE s(" . join(', ', map { "'$_'" } @args) . ");\n";
+			my $line = $lines[$i];
+			next unless $line =~ /^(?:runuser -u postgres -- )?(?:psql|createdb) /;
+			# a line that writes a file of PgBouncer's: 109_readme_apps runs it
+			next if $line =~ m{> /etc/};
+			(my $cmd = $line) =~ s/^runuser -u postgres -- //;
+			my ($want) = ($lines[ $i + 1 ] // '') =~ /^# (\S+)/;
+			for my $again (0, 1)
+			{
+				my ($ret, $out, $err) = run([ 'sh', '-c', $cmd ]);
+				# a second CREATE of the same role or database fails, as it
+				# would for the reader; the README's next steps must not
+				# depend on it failing or not
+				next if $again && $cmd =~ /CREATE ROLE|createdb|CREATE EXTENSION/;
+				is($ret, 0, 'sh: ' . $cmd . ($again ? ' (again)' : '')) or diag($err);
+				is(normal($out), normal($want), "sh: $cmd prints $want") if defined $want && !$again;
+			}
+			$sh_lines++;
 		}
-		my @runs = (defined $want && $stmt =~ /^\s*SELECT/i)
-		  ? split(/, then /, $want) : (undef);
-		if (defined $table && $i == $#stmts)
-		{
-			my ($ret, $out, $err) = $node->psql($db, $prefix . $stmt, extra_params =>
-				  [ @as, '-P', 'format=aligned', '-P', 'tuples_only=off', '-P', 'footer=off' ]);
-			s/ +$//mg for $out, $table;
-			s/\n+\z// for $out, $table;
-			is($out, $table, "$name prints the table shown") or diag($err);
-			$checked++;
-			next;
-		}
-		for my $expect (@runs)
-		{
-			my ($ret, $out, $err) = $node->psql($db, $prefix . $stmt,
-				extra_params => [ @as, '-v', 'ON_ERROR_STOP=1' ]);
-			is($ret, 0, "$name runs") or diag($err);
-			next unless defined $expect;
-			is(normal($out), normal($expect), "$name prints $expect");
-			$checked++;
-		}
+		next;
 	}
 
-	if ($block =~ /ratelimit\.key_secret_file = '(.*?)'/)
+	$sql_blocks++;
+	my $superuser = $first =~ /^-- as a superuser/;
+	my @conn = $superuser ? ('-d', 'app') : ('-d', $web);
+	my @stmts = statements($block->{text});
+	for my $again (0, 1)
 	{
-		my $file = $1;
-		$node->safe_psql('postgres',
-			'ALTER SYSTEM RESET ratelimit.key_secret_file; SELECT pg_reload_conf()');
-		unlink $file;
-	}
-
-	if ($first =~ /^-- what CREATE EXTENSION makes/)
-	{
-		my $columns = q{
-			SELECT string_agg(format('%s %s %s', a.attname, format_type(a.atttypid, a.atttypmod),
-			                         a.attnotnull), ', ' ORDER BY a.attnum)
-			       || ' / ' || (SELECT string_agg(pg_get_constraintdef(c.oid), ', ' ORDER BY 1)
-			                    FROM pg_constraint c WHERE c.conrelid = '%1$s'::regclass)
-			       || ' / ' || (SELECT relpersistence::text FROM pg_class WHERE oid = '%1$s'::regclass)
-			FROM pg_attribute a WHERE a.attrelid = '%1$s'::regclass AND a.attnum > 0};
-		my ($theirs, $ours) = map {
-			(my $q = $columns) =~ s/%1\$s/$_/g;
-			$node->safe_psql($db, $q)
-		} ('public.rl_buckets', 'readme.rl_buckets');
-		is($ours, $theirs, "block $n: the table printed is the extension's ($theirs)");
-		$checked++;
+		# one session per block, as when it is pasted into psql; decisions
+		# spend, so only setup statements run again
+		my @run = grep { !$again || $_->[0] !~ /^\s*(SELECT|LOAD)\b/m } @stmts;
+		next unless @run;
+		my $script = join '', map { "$_->[0]\\echo ----\n" } @run;
+		my ($ret, $out, $err) = run([ 'psql', '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', @conn ], $script);
+		is($ret, 0, "sql ($first) runs" . ($again ? ' again' : '')) or diag($err);
+		next if $again;
+		my @outs = split /^----\n/m, $out, -1;
+		for my $i (0 .. $#run)
+		{
+			my ($sql, $want) = @{ $run[$i] };
+			next unless defined $want;
+			my ($line1) = $sql =~ /^(?:\s*--[^\n]*\n)*\s*([^\n]*)/;
+			is(normal($outs[$i] // ''), normal($want), "sql ($first): $line1 prints $want");
+		}
 	}
 }
-ok($n >= 15, "the README has $n SQL blocks");
+cmp_ok($sql_blocks, '>=', 6, "the README has $sql_blocks SQL blocks after the illustration");
+cmp_ok($sh_lines, '>=', 4, "and $sh_lines psql and createdb lines");
 
-# The Python computation of a key's partition agrees with the proxy's.
-my ($python) = grep { /^partition = /m } $readme =~ /^```python\n(.*?)^```$/msg;
-ok(defined $python, 'the README computes a partition in Python');
-my $script = PostgreSQL::Test::Utils::tempdir() . '/partition.py';
-PostgreSQL::Test::Utils::append_to_file($script, $python . "print(partition)\n");
-my ($stdout, $stderr) = run_command([ 'python3', $script ]);
-$node->safe_psql('postgres', 'CREATE DATABASE partition');
-$node->safe_psql('partition', 'CREATE EXTENSION ratelimit_proxy CASCADE');
-is( $stdout,
-	$node->safe_psql('partition', q{SELECT rl_shard_hash('auth_login', 'ada@example.com') % 2}),
-	'the README\'s Python names the partition the proxy routes to');
-note("$checked results checked");
-
-sub code_only { join("\n", map { code($_) } split /\n/, $_[0]) . "\n" }
+# the README's promises of its blocks, checked after them
+is($node->safe_psql('app', q{SELECT extname FROM pg_extension WHERE extname = 'ratelimit'}),
+	'ratelimit', 'app has the extension');
+my ($ret, $out, $err) = run([ 'psql', '-X', '-At', '-d', $web, '-c', 'BEGIN; SELECT rl_take(\'x\', \'y\', 1, 1); COMMIT' ]);
+like($err, qr/rl_take cannot run inside a transaction block/,
+	'web\'s decisions in a transaction block are refused, as the README sets it');
 
 $node->stop;
 done_testing();

@@ -1,9 +1,9 @@
-# The README's Errors table: each row's example, run on a live server (the
+# The Errors table of docs/reference.md: each row's example, run on a live server (the
 # standby row on a hot standby), fails with the row's SQLSTATE and message.
 use strict;
 use warnings;
-use lib "$ENV{RL_SRC}/test/readme";
-use Readme;
+use lib "$ENV{RL_SRC}/test/docs";
+use Docs;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -18,9 +18,9 @@ $standby->init_from_backup($primary, 'b', has_streaming => 1);
 $standby->start;
 $primary->wait_for_catchup($standby);
 
-my $readme = slurp_file("$ENV{RL_SRC}/README.md");
-my ($table) = $readme =~ /^## Errors\n.*?^\| --- .*?\n(.*?)^$/ms
-  or die "README.md has no table under \"## Errors\"\n";
+my $page = slurp_file("$ENV{RL_SRC}/docs/reference.md");
+my ($table) = $page =~ /^## Errors\n.*?^\| --- .*?\n(.*?)(?:^$|\z)/ms
+  or die "docs/reference.md has no table under \"## Errors\"\n";
 my $rows = 0;
 for my $row (split /\n/, $table)
 {
