@@ -1,37 +1,30 @@
-# sign_in.py: apt-get install -y python3-flask python3-psycopg python3-psycopg-pool
-# DATABASE_URL=postgres://web:change-me@localhost/app python3 sign_in.py
-import math
+# sign_in.py: apt-get install -y python3-flask python3-psycopg
+# DATABASE_URL=postgres://web:change-me@localhost/app PYTHONPATH=/path/to/ratelimit/clients/python/src python3 sign_in.py
 import os
 
-import psycopg
-from flask import Flask, request
-from psycopg_pool import ConnectionPool
+from flask import Flask, abort, request
+from ratelimit_client import Limiter
+from ratelimit_client.flask import rate_limit
 
-# autocommit: rl_take runs as its own statement, not in a transaction block
-# (the pool's connections would open one); prepare_threshold=None: no named
-# prepared statements, which PgBouncer's transaction mode cannot keep
-pool = ConnectionPool(os.environ["DATABASE_URL"], open=True, timeout=2,
-                      kwargs={"autocommit": True, "prepare_threshold": None})
+limiter = Limiter(os.environ["DATABASE_URL"])
 app = Flask(__name__)
+nginx = ["127.0.0.1"]  # the address it saw is the client's
+
+
+def email():
+    return request.form.get("email") or abort(400)
+
 
 @app.post("/login")
+# the policies sign_in_ip and sign_in_failures, all or nothing: 429 when either refuses
+# (None: the client address, behind the trusted proxies)
+@rate_limit(limiter, {"sign_in_ip": None, "sign_in_failures": email}, trusted=nginx)
 def login():
-    # 5 sign-in attempts per minute per client address, burst 5
-    xff = ", ".join(request.headers.getlist("X-Forwarded-For")) or None
-    try:
-        with pool.connection() as conn:
-            allowed, retry_after = conn.execute(
-                "SELECT allowed, retry_after FROM rl_take('auth_login',"
-                " rl_ip_key(rl_client_ip(%s::inet, %s)), 5.0/60, 5)",
-                (request.remote_addr, xff)).fetchone()
-    except psycopg.Error as e:
-        app.logger.error("rate limit: %s", e)  # fail closed: no decision, no sign-in
-        return "Try again later\n", 503, {"Retry-After": "5"}
-    if not allowed:
-        return "Too many attempts\n", 429, {"Retry-After": str(math.ceil(retry_after))}
-    # ... check the password
-    return "checked\n"
+    if request.form["password"] != "right":  # ... check the password
+        return "Wrong e-mail address or password\n", 401
+    limiter.refund("sign_in_failures", email())  # signed in: only failures count
+    return "Signed in\n"
 
 
 if __name__ == "__main__":
-    app.run(host="127.0.0.1", port=int(os.environ.get("PORT", "3000")))
+    app.run("127.0.0.1", int(os.environ.get("PORT", "3000")))

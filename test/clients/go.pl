@@ -1,13 +1,12 @@
 # The Go client (clients/go): its go test suite, run with the race detector
 # against real clusters, one per store, a third that the tests stop, stall
 # (SIGSTOP) and restart, and PgBouncer in transaction mode; each Go test is
-# one assertion here.  Then the sign-in example, built and run.  Offline:
+# one assertion here.  Offline:
 # GOPATH mode over Debian's Go sources in /usr/share/gocode.
 use strict;
 use warnings;
 use lib "$ENV{RL_SRC}/test/client";
 use ClientTest;
-use HTTP::Tiny;
 use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
@@ -71,7 +70,7 @@ sub go
 	return ($? == 0, $out, $err);
 }
 
-my ($ok, $out, $err) = go('vet', 'ratelimit', 'ratelimit/examples/signin');
+my ($ok, $out, $err) = go('vet', 'ratelimit');
 ok($ok, 'go vet is clean') or diag("$out$err");
 
 # -race where the race runtime is there (amd64 and arm64 Linux)
@@ -98,40 +97,6 @@ for my $name (@order)
 	  or diag($output{$name});
 }
 ok($ok, 'go test exits 0') or diag($err);
-
-# The sign-in example, as a user builds and runs it
-($ok, $out, $err) = go('build', '-o', "$tmp/signin", 'ratelimit/examples/signin');
-ok($ok, 'the sign-in example builds') or diag("$out$err");
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-$table->safe_psql('postgres', 'DELETE FROM rl_buckets');
-my ($in, $sout, $serr) = ('', '', '');
-my $h = IPC::Run::start([ "$tmp/signin" ], '<', \$in, '>', \$sout, '2>', \$serr,
-	init => sub { $ENV{DATABASE_URL} = connstr($table); $ENV{ADDR} = "127.0.0.1:$port"; });
-my $http = HTTP::Tiny->new(timeout => 10);
-my $url = "http://127.0.0.1:$port/signin";
-my $res;
-for (1 .. 100)
-{
-	$res = $http->post_form($url, { email => 'ada@example.com', password => 'wrong' });
-	last if $res->{status} != 599;
-	select(undef, undef, undef, 0.1);
-}
-my @codes = ($res->{status});
-push @codes, $http->post_form($url, { email => 'ada@example.com', password => 'wrong' })->{status}
-  for 2 .. 6;
-is("@codes", '401 401 401 401 401 429', 'the example refuses the sixth failed sign-in of a minute');
-$res = $http->post_form($url, { email => 'ada@example.com', password => 'wrong' });
-ok($res->{status} == 429 && $res->{headers}{'retry-after'} =~ /^\d+$/
-	  && $res->{headers}{'ratelimit-policy'},
-	'a refused sign-in says when to retry and which limit') or diag(explain $res->{headers});
-$res = $http->post_form($url, { email => 'grace@example.com', password => 'correct horse' });
-is($res->{status}, 200, 'another account signs in');
-for (1 .. 7)
-{
-	$res = $http->post_form($url, { email => 'grace@example.com', password => 'correct horse' });
-}
-is($res->{status}, 200, 'successful sign-ins are refunded: they never use up the budget');
-$h->kill_kill;
 
 $victim->stop;
 $memory->stop;

@@ -1,13 +1,10 @@
 'use strict';
 // The Express middleware: 429 with Retry-After and the RateLimit fields of
 // rl_headers, keyed by the client address of the rl_client_ip rules (a
-// header from an untrusted peer is ignored); and the sign-in example of
-// examples/sign_in.js, run as printed.
+// header from an untrusted peer is ignored).  The sign-in example runs in
+// test/t/109_readme_apps.pl.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const net = require('node:net');
-const path = require('node:path');
-const { spawn } = require('node:child_process');
 const express = require('express');
 const { RateLimiter, rateLimit } = require('..');
 const h = require('./helpers');
@@ -98,38 +95,3 @@ test('middleware: bad use goes to the error handler, never an answer', { skip: h
   }
 });
 
-test('examples/sign_in.js: address and account limits, only failures count', { skip: h.skip }, async () => {
-  await h.sql('table', `INSERT INTO rl_policies VALUES ('sign_in_ip', 100.0 / 3600, 100), ('sign_in_failures', 5.0 / 3600, 5)
-    ON CONFLICT (limiter) DO NOTHING`);
-  const port = await new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
-  });
-  const c = h.clusters.table;
-  const url = `postgresql:///postgres?host=${encodeURIComponent(c.host)}&port=${c.port}&user=${h.connection('table').user}`;
-  const app = spawn(process.execPath, [path.join(__dirname, '../examples/sign_in.js')],
-    { env: { ...process.env, DATABASE_URL: url, PORT: String(port) }, stdio: 'inherit' });
-  try {
-    const base = `http://127.0.0.1:${port}/login`;
-    for (let i = 0; i < 100; i++) {
-      try { await fetch(base, { method: 'GET' }); break; } catch { await h.sleep(100); }
-    }
-    const login = (email, password, ip) => fetch(base, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': ip },
-      body: new URLSearchParams({ email, password }),
-    });
-    const codes = [];
-    for (let i = 0; i < 6; i++) codes.push((await login('ada@example.com', 'wrong', '203.0.113.20')).status);
-    assert.deepEqual(codes, [401, 401, 401, 401, 401, 429], 'five failures, then refused');
-    const refused = await login('ada@example.com', 'right', '203.0.113.21');
-    assert.equal(refused.status, 429, 'even with the right password, from another address');
-    assert.ok(Number(refused.headers.get('retry-after')) > 0);
-    for (let i = 0; i < 7; i++) assert.equal((await login('bob@example.com', 'right', '203.0.113.22')).status, 200, `sign-in ${i + 1} of bob`);
-    const [bob] = await h.sql('table', "SELECT remaining FROM rl_take('sign_in_failures', 'bob@example.com', 0)");
-    assert.equal(bob.remaining, 5, 'a sign-in gives its cell back');
-    const [ip] = await h.sql('table', "SELECT remaining FROM rl_take('sign_in_ip', '203.0.113.22', 0)");
-    assert.equal(ip.remaining, 93, 'every attempt counts against the address');
-  } finally {
-    app.kill();
-  }
-});

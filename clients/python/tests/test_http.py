@@ -1,24 +1,15 @@
-"""The HTTP integrations: RateLimit fields as rl_headers computes them, the sign-in
-example (Flask, run as printed), the Flask decorator and the ASGI middleware."""
+"""The HTTP integrations: RateLimit fields as rl_headers computes them, the Flask
+decorator and the ASGI middleware (the sign-in example runs in test/t/109_readme_apps.pl)."""
 import asyncio
 import http.client
-import json
-import os
 import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import uuid
 
-import pytest
-
-from conftest import dsn, sql, wait_for
-from ratelimit_client import AsyncLimiter, Limiter, Source
+from conftest import dsn, sql
+from ratelimit_client import AsyncLimiter, Source
 from ratelimit_client.asgi import RateLimitMiddleware
 from ratelimit_client.http import headers, ip_key
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "sign_in.py")
 
 
 def test_headers_equal_rl_headers(store, make_limiter):
@@ -62,49 +53,6 @@ def post(port, path, form, headers=None):
     r.read()
     conn.close()
     return r.status, dict(r.getheaders())
-
-
-@pytest.fixture
-def sign_in_app(store, tmp_path):
-    port = free_port()
-    env = dict(os.environ, PORT=str(port), DATABASE_URL=dsn(store, user="web"))
-    log = open(tmp_path / "app.log", "w")
-    app = subprocess.Popen([sys.executable, EXAMPLE], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def listening():
-        try:
-            socket.create_connection(("127.0.0.1", port)).close()
-            return True
-        except OSError:
-            return False
-    try:
-        assert wait_for(listening, 30), (tmp_path / "app.log").read_text()
-        # its first call connects and reads the policies within 250 ms; on a
-        # loaded machine it may fall back, and a policy never read refuses
-        assert wait_for(lambda: post(port, "/login", {"email": uuid.uuid4().hex, "password": "right"})[0] == 200, 30)
-        yield port
-    finally:
-        app.terminate()
-        app.wait(10)
-        log.close()
-        print((tmp_path / "app.log").read_text())   # shown when the test fails
-
-
-def test_sign_in_example(sign_in_app, store):
-    """Five wrong passwords, then 429 with Retry-After and the RateLimit fields; right ones never count."""
-    email = uuid.uuid4().hex + "@example.com"
-    got = [post(sign_in_app, "/login", {"email": email, "password": "wrong"})[0] for _ in range(5)]
-    assert got == [401] * 5
-    status, h = post(sign_in_app, "/login", {"email": email, "password": "right"})
-    assert status == 429 and int(h["Retry-After"]) >= 700
-    assert h["RateLimit-Policy"] == '"sign_in_failures";q=5;w=3600' and h["RateLimit"].startswith('"sign_in_failures";r=0;t=')
-    other = uuid.uuid4().hex + "@example.com"
-    got = [post(sign_in_app, "/login", {"email": other, "password": "right"}) for _ in range(8)]
-    assert [s for s, _ in got] == [200] * 8
-    assert post(sign_in_app, "/login", {"password": "right"})[0] == 400
-    assert got[-1][1]["RateLimit-Policy"].startswith('"sign_in_')
-    # the address limit is the server's: 100 per hour from 127.0.0.1, 15 spent here so far in this store
-    assert sql(store, "SELECT remaining FROM rl_take('sign_in_failures', %s, 0)", (other,))[0][0] == 5
 
 
 def test_flask_decorator_trusts_only_its_proxies(make_limiter):

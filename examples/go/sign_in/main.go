@@ -1,74 +1,54 @@
-// main.go: apt-get install golang-go golang-github-lib-pq-dev, then
-// DATABASE_URL='postgres://web@localhost/app?sslmode=disable' GO111MODULE=off GOPATH=/usr/share/gocode go run main.go
-// (with modules instead: go mod init app && go get github.com/lib/pq && go run .)
+// main.go: apt-get install -y golang-go golang-github-jackc-pgx-v4-dev
+// mkdir -p ~/go/src && ln -s /path/to/ratelimit/clients/go ~/go/src/ratelimit
+// DATABASE_URL=postgres://web:change-me@localhost/app GO111MODULE=off GOPATH=$HOME/go:/usr/share/gocode go run main.go
 package main
 
 import (
 	"context"
-	"database/sql"
 	"log"
-	"math"
-	"net"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
-	_ "github.com/lib/pq"
+	"ratelimit"
 )
 
-var db *sql.DB
+func main() {
+	rl, err := ratelimit.Connect(context.Background(), os.Getenv("DATABASE_URL"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rl.Close()
+	nginx, _ := ratelimit.ParseTrustedProxies([]string{"127.0.0.1"}) // the address it saw is the client's
+	address, failures := rl.Policy("sign_in_ip"), rl.Policy("sign_in_failures")
 
-// signInLimit allows 5 sign-in attempts per minute per client address, burst 5.
-func signInLimit(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		peer, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			http.Error(w, "bad peer address", http.StatusInternalServerError)
+	http.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		email := r.PostFormValue("email")
+		if r.Method != http.MethodPost || email == "" {
+			http.Error(w, "POST an e-mail address, please", http.StatusBadRequest)
 			return
 		}
-		var xff sql.NullString
-		if lines := r.Header.Values("X-Forwarded-For"); len(lines) > 0 {
-			xff = sql.NullString{String: strings.Join(lines, ", "), Valid: true}
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		var allowed bool
-		var retryAfter float64
-		err = db.QueryRowContext(ctx,
-			`SELECT allowed, retry_after FROM rl_take('auth_login',
-			        rl_ip_key(rl_client_ip($1::inet, $2)), 5.0/60, 5)`,
-			peer, xff).Scan(&allowed, &retryAfter)
+		ip, _ := ratelimit.IPKey(ratelimit.RequestIP(r, nginx), 64)
+		// both policies, all or nothing: 429 when either refuses
+		d, err := rl.TakeAll(r.Context(), []ratelimit.Request{address.Request(ip, 1), failures.Request(email, 1)})
 		if err != nil {
-			log.Printf("rate limit: %v", err) // fail closed: no decision, no sign-in
-			w.Header().Set("Retry-After", "5")
-			http.Error(w, "Try again later", http.StatusServiceUnavailable)
+			http.Error(w, err.Error(), http.StatusInternalServerError) // bad use, never an outage
 			return
 		}
-		if !allowed {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retryAfter))))
+		if !d.Allowed {
+			[]*ratelimit.Limiter{address, failures}[d.Binding].SetHeaders(w.Header(), d)
 			http.Error(w, "Too many attempts", http.StatusTooManyRequests)
 			return
 		}
-		next(w, r)
-	}
-}
-
-func login(w http.ResponseWriter, r *http.Request) {
-	// ... check the password
-	w.Write([]byte("checked\n"))
-}
-
-func main() {
-	var err error
-	if db, err = sql.Open("postgres", os.Getenv("DATABASE_URL")); err != nil {
-		log.Fatal(err)
-	}
+		if r.PostFormValue("password") != "right" { // ... check the password
+			http.Error(w, "Wrong e-mail address or password", http.StatusUnauthorized)
+			return
+		}
+		failures.Refund(r.Context(), email, 1) // signed in: only failures count
+		w.Write([]byte("Signed in\n"))
+	})
 	port := os.Getenv("PORT")
 	if port == "" {
 		port = "3000"
 	}
-	http.HandleFunc("/login", signInLimit(login))
 	log.Fatal(http.ListenAndServe("127.0.0.1:"+port, nil))
 }
