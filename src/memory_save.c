@@ -40,17 +40,18 @@ typedef struct SaveHeader
 	uint64		count;
 } SaveHeader;
 
-static pg_crc32c
-save_crc(const SaveHeader *header, const MemorySlot *slots)
-{
-	pg_crc32c	crc;
+/*
+ * Slots written or read at a time: the file is streamed through a buffer of
+ * this size, whatever the size of the store.
+ */
+#define CHUNK_SLOTS 4096
 
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, header, sizeof(SaveHeader));
-	COMP_CRC32C(crc, slots, header->count * sizeof(MemorySlot));
-	FIN_CRC32C(crc);
-	return crc;
-}
+/*
+ * The most slots a save can hold, those of the largest store: a longer file
+ * is refused before it is read.
+ */
+#define MAX_SAVED_SLOTS \
+	((uint64) ((MEMORY_BUCKETS_MAX + SET_SLOTS - 1) / SET_SLOTS) * SET_SLOTS)
 
 static void
 save_failed(const char *what)
@@ -61,11 +62,48 @@ save_failed(const char *what)
 			 errdetail("The rate-limit buckets of the memory store are not saved; they start empty.")));
 }
 
+static inline bool
+slot_saved(const MemorySlot *slot, int64 now)
+{
+	return slot->dboid != InvalidOid && slot->tat_us >= now;
+}
+
+/* Write the live slots to fd, CHUNK_SLOTS at most at a time, adding them to *crc. */
+static bool
+write_slots(int fd, MemoryStore *memory, int64 now, pg_crc32c *crc)
+{
+	MemorySlot *chunk = palloc(CHUNK_SLOTS * sizeof(MemorySlot));
+	int			filled = 0;
+	int			s;
+	int			i;
+
+	for (s = 0; s < memory->nsets; s++)
+	{
+		for (i = 0; i < SET_SLOTS; i++)
+			if (slot_saved(&memory->sets[s].slots[i], now))
+				chunk[filled++] = memory->sets[s].slots[i];
+
+		/* written when the next set might not fit, and at the end */
+		if (filled > CHUNK_SLOTS - SET_SLOTS || s == memory->nsets - 1)
+		{
+			size_t		bytes = filled * sizeof(MemorySlot);
+
+			COMP_CRC32C(*crc, chunk, bytes);
+			if (bytes > 0 && write(fd, chunk, bytes) != bytes)
+				return false;
+			filled = 0;
+		}
+	}
+	pfree(chunk);
+	return true;
+}
+
 /*
  * on_shmem_exit of the postmaster: save the live buckets, but only after a
  * clean shutdown.  An immediate shutdown also exits normally, so the control
  * file tells them apart: only a completed shutdown checkpoint marks it shut
- * down.
+ * down.  The store is read twice, to count its live buckets and to write
+ * them: nothing changes it any more.
  */
 void
 memory_save_at_exit(int code, Datum arg)
@@ -74,13 +112,11 @@ memory_save_at_exit(int code, Datum arg)
 	ControlFileData *control;
 	bool		crc_ok;
 	SaveHeader	header = {0};
-	MemorySlot *slots;
 	int64		now = GetCurrentTimestamp();
 	int			fd;
 	int			s;
 	int			i;
 	pg_crc32c	crc;
-	size_t		bytes;
 
 	if (code != 0 || memory == NULL)
 		return;
@@ -88,26 +124,15 @@ memory_save_at_exit(int code, Datum arg)
 	if (!crc_ok || control->state != DB_SHUTDOWNED)
 		return;
 
-	slots = palloc_extended(mul_size(mul_size(memory->nsets, SET_SLOTS),
-									 sizeof(MemorySlot)),
-							MCXT_ALLOC_NO_OOM);
-	if (slots == NULL)
-		return;
 	for (s = 0; s < memory->nsets; s++)
 		for (i = 0; i < SET_SLOTS; i++)
-		{
-			MemorySlot *slot = &memory->sets[s].slots[i];
-
-			if (slot->dboid != InvalidOid && slot->tat_us >= now)
-				slots[header.count++] = *slot;
-		}
+			if (slot_saved(&memory->sets[s].slots[i], now))
+				header.count++;
 	header.magic = SAVE_MAGIC;
 	header.version = SAVE_VERSION;
 	header.system_identifier = control->system_identifier;
 	header.slot_size = sizeof(MemorySlot);
 	header.set_slots = SET_SLOTS;
-	crc = save_crc(&header, slots);
-	bytes = header.count * sizeof(MemorySlot);
 
 	fd = OpenTransientFilePerm(SAVE_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY,
 							   pg_file_create_mode);
@@ -116,10 +141,18 @@ memory_save_at_exit(int code, Datum arg)
 		save_failed("create");
 		return;
 	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &header, sizeof(header));
 	if (write(fd, &header, sizeof(header)) != sizeof(header) ||
-		(bytes > 0 && write(fd, slots, bytes) != bytes) ||
-		write(fd, &crc, sizeof(crc)) != sizeof(crc) ||
-		pg_fsync(fd) != 0)
+		!write_slots(fd, memory, now, &crc))
+	{
+		save_failed("write");
+		CloseTransientFile(fd);
+		unlink(SAVE_FILE_TMP);
+		return;
+	}
+	FIN_CRC32C(crc);
+	if (write(fd, &crc, sizeof(crc)) != sizeof(crc) || pg_fsync(fd) != 0)
 	{
 		save_failed("write");
 		CloseTransientFile(fd);
@@ -155,21 +188,59 @@ place_loaded(MemoryStore *memory, const MemorySlot *loaded)
 	return false;
 }
 
+/* Free every slot again: what was placed came from a file found damaged. */
+static void
+empty_store(MemoryStore *memory)
+{
+	int			s;
+
+	for (s = 0; s < memory->nsets; s++)
+		memset(memory->sets[s].slots, 0, sizeof(memory->sets[s].slots));
+}
+
 /*
- * Load the buckets a clean shutdown saved, then remove the file, so that a
- * crash later starts empty.  Anything that is not exactly a save file of
- * this cluster is logged and ignored.
+ * Read count slots from fd, CHUNK_SLOTS at a time, adding them to *crc and
+ * placing them in the store; *placed counts those that found a slot.
+ */
+static bool
+read_slots(int fd, MemoryStore *memory, uint64 count, pg_crc32c *crc,
+		   uint64 *placed)
+{
+	MemorySlot *chunk = palloc(CHUNK_SLOTS * sizeof(MemorySlot));
+
+	while (count > 0)
+	{
+		int			n = (int) Min(count, CHUNK_SLOTS);
+		int			i;
+
+		if (read(fd, chunk, n * sizeof(MemorySlot)) != n * sizeof(MemorySlot))
+			return false;
+		COMP_CRC32C(*crc, chunk, n * sizeof(MemorySlot));
+		for (i = 0; i < n; i++)
+			if (chunk[i].dboid != InvalidOid && chunk[i].interval_us > 0 &&
+				place_loaded(memory, &chunk[i]))
+				(*placed)++;
+		count -= n;
+	}
+	pfree(chunk);
+	return true;
+}
+
+/*
+ * Load the buckets a clean shutdown saved.  The file is removed first, so
+ * that a crash later starts empty.  Anything that is not exactly a save file
+ * of this cluster is logged and ignored; the file is streamed, placing the
+ * buckets as they come, and a checksum that does not match at the end
+ * empties the store again.
  */
 void
 memory_save_load(MemoryStore *memory)
 {
 	int			fd;
 	struct stat st;
-	char	   *contents;
 	SaveHeader	header;
-	MemorySlot *slots;
 	pg_crc32c	crc;
-	uint64		i;
+	pg_crc32c	saved_crc;
 	uint64		placed = 0;
 
 	fd = OpenTransientFile(SAVE_FILE, O_RDONLY | PG_BINARY);
@@ -181,58 +252,73 @@ memory_save_load(MemoryStore *memory)
 					 errmsg("could not open \"%s\": %m", SAVE_FILE)));
 		return;
 	}
-	if (fstat(fd, &st) != 0 ||
-		st.st_size < (off_t) (sizeof(SaveHeader) + sizeof(pg_crc32c)))
-	{
-		CloseTransientFile(fd);
-		ignore_save_file("it is too short");
-		unlink(SAVE_FILE);
-		return;
-	}
-	contents = palloc_extended(st.st_size, MCXT_ALLOC_NO_OOM);
-	if (contents == NULL || read(fd, contents, st.st_size) != st.st_size)
+	unlink(SAVE_FILE);
+	if (fstat(fd, &st) != 0)
 	{
 		CloseTransientFile(fd);
 		ignore_save_file("it could not be read");
-		unlink(SAVE_FILE);
 		return;
 	}
-	CloseTransientFile(fd);
-	unlink(SAVE_FILE);
-
-	memcpy(&header, contents, sizeof(header));
-	slots = (MemorySlot *) (contents + sizeof(SaveHeader));
+	if (st.st_size < (off_t) (sizeof(SaveHeader) + sizeof(pg_crc32c)))
+	{
+		CloseTransientFile(fd);
+		ignore_save_file("it is too short");
+		return;
+	}
+	if ((uint64) st.st_size > sizeof(SaveHeader) +
+		MAX_SAVED_SLOTS * sizeof(MemorySlot) + sizeof(pg_crc32c))
+	{
+		CloseTransientFile(fd);
+		ignore_save_file("it is larger than any save file");
+		return;
+	}
+	if (read(fd, &header, sizeof(header)) != sizeof(header))
+	{
+		CloseTransientFile(fd);
+		ignore_save_file("it could not be read");
+		return;
+	}
 	if (header.magic != SAVE_MAGIC || header.version != SAVE_VERSION ||
 		header.slot_size != sizeof(MemorySlot) || header.set_slots != SET_SLOTS)
 	{
+		CloseTransientFile(fd);
 		ignore_save_file("it is not a save file of this version of ratelimit");
 		return;
 	}
 	if (header.system_identifier != GetSystemIdentifier())
 	{
+		CloseTransientFile(fd);
 		ignore_save_file("it was saved by another cluster");
 		return;
 	}
-	if (header.count > (st.st_size - sizeof(SaveHeader) - sizeof(pg_crc32c)) / sizeof(MemorySlot) ||
+	if (header.count > MAX_SAVED_SLOTS ||
 		sizeof(SaveHeader) + header.count * sizeof(MemorySlot) + sizeof(pg_crc32c) != st.st_size)
 	{
+		CloseTransientFile(fd);
 		ignore_save_file("its length does not match its header");
 		return;
 	}
-	memcpy(&crc, contents + st.st_size - sizeof(pg_crc32c), sizeof(crc));
-	if (!EQ_CRC32C(crc, save_crc(&header, slots)))
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &header, sizeof(header));
+	if (!read_slots(fd, memory, header.count, &crc, &placed) ||
+		read(fd, &saved_crc, sizeof(saved_crc)) != sizeof(saved_crc))
 	{
+		CloseTransientFile(fd);
+		empty_store(memory);
+		ignore_save_file("it could not be read");
+		return;
+	}
+	CloseTransientFile(fd);
+	FIN_CRC32C(crc);
+	if (!EQ_CRC32C(crc, saved_crc))
+	{
+		empty_store(memory);
 		ignore_save_file("its checksum does not match");
 		return;
 	}
-
-	for (i = 0; i < header.count; i++)
-		if (slots[i].dboid != InvalidOid && slots[i].interval_us > 0 &&
-			place_loaded(memory, &slots[i]))
-			placed++;
 	ereport(LOG,
 			(errmsg("ratelimit: loaded %llu of %llu buckets saved at shutdown",
 					(unsigned long long) placed,
 					(unsigned long long) header.count)));
-	pfree(contents);
 }

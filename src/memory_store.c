@@ -634,7 +634,7 @@ memory_store_define_settings(void)
 							NULL,
 							&ratelimit_memory_buckets,
 							100000,
-							SET_SLOTS, INT_MAX / 2,
+							SET_SLOTS, MEMORY_BUCKETS_MAX,
 							context,
 							0,
 							NULL, NULL, NULL);

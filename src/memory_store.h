@@ -6,12 +6,17 @@
 #ifndef MEMORY_STORE_H
 #define MEMORY_STORE_H
 
+#include <limits.h>
+
 #include "storage/lwlock.h"
 
 #include "ratelimit.h"
 
 /* slots per set: one lock, and the slots a key can use */
 #define SET_SLOTS 16
+
+/* the largest ratelimit.memory_buckets */
+#define MEMORY_BUCKETS_MAX (INT_MAX / 2)
 
 typedef struct MemorySlot
 {
