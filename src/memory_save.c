@@ -5,6 +5,12 @@
  *		them.  After a crash or an immediate shutdown the store starts empty,
  *		as the unlogged table does.
  *
+ * Every start reads or removes the file, and loads it only when it was
+ * written after the shutdown checkpoint the server starts from: a file left
+ * from an earlier memory-store period (the server ran with the table store
+ * since, maybe without the library loaded at all) holds buckets older than
+ * what rl_buckets says now.
+ *
  * Both run in the postmaster: at its exit every backend is gone, and at its
  * start none has begun.
  */
@@ -27,7 +33,7 @@
 #define SAVE_FILE "ratelimit_buckets"
 #define SAVE_FILE_TMP SAVE_FILE ".tmp"
 #define SAVE_MAGIC 0x524c4231	/* "RLB1" */
-#define SAVE_VERSION 1
+#define SAVE_VERSION 2
 
 /* The save file: this header, count slots, and a CRC-32C of both. */
 typedef struct SaveHeader
@@ -35,6 +41,7 @@ typedef struct SaveHeader
 	uint32		magic;
 	uint32		version;
 	uint64		system_identifier;	/* a file of another cluster is refused */
+	XLogRecPtr	checkpoint;		/* the shutdown checkpoint it was written after */
 	uint32		slot_size;
 	uint32		set_slots;
 	uint64		count;
@@ -131,6 +138,7 @@ memory_save_at_exit(int code, Datum arg)
 	header.magic = SAVE_MAGIC;
 	header.version = SAVE_VERSION;
 	header.system_identifier = control->system_identifier;
+	header.checkpoint = control->checkPoint;
 	header.slot_size = sizeof(MemorySlot);
 	header.set_slots = SET_SLOTS;
 
@@ -170,6 +178,22 @@ ignore_save_file(const char *reason)
 			(errmsg("ratelimit: ignoring the saved buckets in \"%s\": %s",
 					SAVE_FILE, reason),
 			 errdetail("The memory store starts empty.")));
+}
+
+/*
+ * Whether the server starts from the shutdown checkpoint that a save file
+ * was written after: the control file is still as that shutdown left it.
+ */
+static bool
+starts_from_checkpoint(XLogRecPtr checkpoint)
+{
+	bool		crc_ok;
+	ControlFileData *control = get_controlfile(DataDir, &crc_ok);
+	bool		starts = crc_ok && control->state == DB_SHUTDOWNED &&
+		control->checkPoint == checkpoint;
+
+	pfree(control);
+	return starts;
 }
 
 /* Put a loaded bucket in its set; false when the set is full. */
@@ -291,6 +315,12 @@ memory_save_load(MemoryStore *memory)
 		ignore_save_file("it was saved by another cluster");
 		return;
 	}
+	if (!starts_from_checkpoint(header.checkpoint))
+	{
+		CloseTransientFile(fd);
+		ignore_save_file("it was not written by the shutdown this server starts from");
+		return;
+	}
 	if (header.count > MAX_SAVED_SLOTS ||
 		sizeof(SaveHeader) + header.count * sizeof(MemorySlot) + sizeof(pg_crc32c) != st.st_size)
 	{
@@ -321,4 +351,21 @@ memory_save_load(MemoryStore *memory)
 			(errmsg("ratelimit: loaded %llu of %llu buckets saved at shutdown",
 					(unsigned long long) placed,
 					(unsigned long long) header.count)));
+}
+
+/*
+ * A start with the table store: the buckets of the file, if any, are older
+ * than anything decided from now on.
+ */
+void
+memory_save_remove(void)
+{
+	if (unlink(SAVE_FILE) == 0)
+		ereport(LOG,
+				(errmsg("ratelimit: removed the saved buckets in \"%s\": ratelimit.store is \"table\"",
+						SAVE_FILE)));
+	else if (errno != ENOENT)
+		ereport(LOG,
+				(errcode_for_file_access(),
+				 errmsg("could not remove \"%s\": %m", SAVE_FILE)));
 }

@@ -582,7 +582,12 @@ memory_store_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	if (ratelimit_store != STORE_MEMORY)
+	{
+		/* the buckets of an earlier memory-store period are out of date */
+		if (!IsUnderPostmaster)
+			memory_save_remove();
 		return;
+	}
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	memory = ShmemInitStruct("ratelimit memory store", memory_size(), &found);

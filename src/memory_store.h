@@ -54,5 +54,6 @@ memory_set_of(MemoryStore *memory, const uint8 *key, Oid dboid)
 /* memory_save.c, in the postmaster */
 extern void memory_save_load(MemoryStore *memory);
 extern void memory_save_at_exit(int code, Datum arg);
+extern void memory_save_remove(void);
 
 #endif							/* MEMORY_STORE_H */

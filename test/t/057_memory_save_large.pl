@@ -26,7 +26,6 @@ query(q{SELECT rl_take('large', k::text, 0.001, 1) FROM generate_series(1, 300) 
 $node->stop;
 ok(-e $file, 'a clean shutdown of a store over 1 GB writes the save file');
 ok(!$node->log_contains('invalid memory alloc request size'), 'without a failed allocation');
-my $good = slurp_file($file);
 $node->start;
 is(query(q{SELECT memory_used FROM rl_store_status()}), '300', 'and the next start loads its 300 buckets');
 is(query(q{SELECT count(*) FILTER (WHERE (rl_take('large', k::text, 0.001, 1)).allowed)
@@ -34,12 +33,13 @@ is(query(q{SELECT count(*) FILTER (WHERE (rl_take('large', k::text, 0.001, 1)).a
 
 # a valid header claiming 1.5 GB of slots, followed by that many zero bytes
 # (a sparse file): read to its end, none placed, refused by its checksum
-my $header_size = 32;
-my $header = substr($good, 0, $header_size);
-my $slot_size = unpack('V', substr($header, 16, 4));
-my $slots = int(1.5 * 1024 * 1024 * 1024 / $slot_size);
-substr($header, 24, 8) = pack('Q<', $slots);
 $node->stop;
+my $header_size = 40;
+my $good = slurp_file($file);
+my $header = substr($good, 0, $header_size);
+my $slot_size = unpack('V', substr($header, 24, 4));
+my $slots = int(1.5 * 1024 * 1024 * 1024 / $slot_size);
+substr($header, 32, 8) = pack('Q<', $slots);
 open my $fh, '>:raw', $file or die $!;
 print $fh $header;
 truncate $fh, $header_size + $slots * $slot_size + 4 or die $!;
