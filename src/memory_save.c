@@ -43,7 +43,7 @@ typedef struct SaveHeader
 	uint64		system_identifier;	/* a file of another cluster is refused */
 	XLogRecPtr	checkpoint;		/* the shutdown checkpoint it was written after */
 	uint32		slot_size;
-	uint32		set_slots;
+	uint32		pg_major;		/* the layout of another major may differ */
 	uint64		count;
 } SaveHeader;
 
@@ -140,7 +140,7 @@ memory_save_at_exit(int code, Datum arg)
 	header.system_identifier = control->system_identifier;
 	header.checkpoint = control->checkPoint;
 	header.slot_size = sizeof(MemorySlot);
-	header.set_slots = SET_SLOTS;
+	header.pg_major = PG_VERSION_NUM / 10000;
 
 	fd = OpenTransientFilePerm(SAVE_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY,
 							   pg_file_create_mode);
@@ -303,10 +303,17 @@ memory_save_load(MemoryStore *memory)
 		return;
 	}
 	if (header.magic != SAVE_MAGIC || header.version != SAVE_VERSION ||
-		header.slot_size != sizeof(MemorySlot) || header.set_slots != SET_SLOTS)
+		header.slot_size != sizeof(MemorySlot))
 	{
 		CloseTransientFile(fd);
 		ignore_save_file("it is not a save file of this version of ratelimit");
+		return;
+	}
+	if (header.pg_major != PG_VERSION_NUM / 10000)
+	{
+		CloseTransientFile(fd);
+		ignore_save_file(psprintf("it was written by PostgreSQL %u, and this server runs PostgreSQL %d",
+								  header.pg_major, PG_VERSION_NUM / 10000));
 		return;
 	}
 	if (header.system_identifier != GetSystemIdentifier())

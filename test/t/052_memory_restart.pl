@@ -1,7 +1,7 @@
 # The memory store across restarts: a clean shutdown saves every live bucket
 # to a file only the server's user can read, the next start loads it; an
 # immediate shutdown starts empty; a truncated file, random bytes and another
-# cluster's file are logged and ignored; a start with the table store removes
+# cluster's or another major version's file are logged and ignored; a start with the table store removes
 # the file, and a file older than the shutdown the server starts from is not
 # loaded.
 use strict;
@@ -94,6 +94,10 @@ damaged('a truncated file', 'its length does not match its header',
 damaged('a file cut inside its header', 'it is too short', sub { substr($_[0], 0, 10) });
 damaged('random bytes', 'it is not a save file of this version of ratelimit',
 	sub { join '', map { chr(int(rand(256))) } 1 .. length($_[0]) });
+my $major = int(query('SHOW server_version_num') / 10000);
+damaged('a file of another major version',
+	'it was written by PostgreSQL ' . ($major - 1) . ", and this server runs PostgreSQL $major",
+	sub { my $s = $_[0]; substr($s, 28, 4) = pack('V', $major - 1); $s });
 damaged('one byte flipped', 'its checksum does not match',
 	sub { my $s = $_[0]; substr($s, 100, 1) = chr(ord(substr($s, 100, 1)) ^ 1); $s });
 
