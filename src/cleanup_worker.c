@@ -119,34 +119,37 @@ reload_settings_if_asked(void)
 	}
 }
 
-/* The databases a worker can connect to, templates excepted. */
-static List *
-list_databases(MemoryContext context)
+/*
+ * Read pg_database: every database that exists into *existing, and those a
+ * worker can connect to, templates excepted, into *cleanable.
+ */
+static void
+list_databases(MemoryContext context, List **existing, List **cleanable)
 {
-	List	   *databases = NIL;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;
+	MemoryContext old;
 
+	*existing = NIL;
+	*cleanable = NIL;
 	StartTransactionCommand();
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
+	old = MemoryContextSwitchTo(context);
 	while (HeapTupleIsValid(tuple = heap_getnext(scan, ForwardScanDirection)))
 	{
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
-		MemoryContext old;
 
-		if (!db->datallowconn || db->datistemplate ||
-			database_is_invalid_form(db))
-			continue;
-		old = MemoryContextSwitchTo(context);
-		databases = lappend_oid(databases, db->oid);
-		MemoryContextSwitchTo(old);
+		*existing = lappend_oid(*existing, db->oid);
+		if (db->datallowconn && !db->datistemplate &&
+			!database_is_invalid_form(db))
+			*cleanable = lappend_oid(*cleanable, db->oid);
 	}
+	MemoryContextSwitchTo(old);
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
-	return databases;
 }
 
 /* Run one worker on database dboid and wait until it ends. */
@@ -233,15 +236,21 @@ ratelimit_cleanup_launcher_main(Datum main_arg)
 
 			if (now >= next)
 			{
-				List	   *databases;
+				List	   *existing;
+				List	   *cleanable;
 				ListCell   *lc;
 
 				last_round = now;
 				pgstat_report_activity(STATE_RUNNING, "cleaning every database");
 				MemoryContextReset(round_context);
-				databases = list_databases(round_context);
-				memory_store_forget_other_databases(databases);
-				foreach(lc, databases)
+				list_databases(round_context, &existing, &cleanable);
+
+				/*
+				 * Only a dropped database loses its memory buckets: not one
+				 * closed to connections, nor a template.
+				 */
+				memory_store_forget_other_databases(existing);
+				foreach(lc, cleanable)
 				{
 					CHECK_FOR_INTERRUPTS();
 					clean_database(lfirst_oid(lc));
