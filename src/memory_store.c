@@ -39,6 +39,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
@@ -472,10 +473,10 @@ memory_store_delete(bytea *key)
  * Free the slots for which keep says no, one set lock at a time; answers how
  * many held a bucket of this database.
  */
-typedef bool (*SlotKeep) (const MemorySlot *slot, const void *arg);
+typedef bool (*SlotKeep) (const MemorySlot *slot, void *arg);
 
 static int64
-free_slots(SlotKeep keep, const void *arg)
+free_slots(SlotKeep keep, void *arg)
 {
 	int64		freed = 0;
 	int			s;
@@ -509,7 +510,7 @@ typedef struct CleanupScope
 } CleanupScope;
 
 static bool
-keep_unless_passed_here(const MemorySlot *slot, const void *arg)
+keep_unless_passed_here(const MemorySlot *slot, void *arg)
 {
 	const CleanupScope *scope = arg;
 
@@ -529,18 +530,89 @@ memory_store_cleanup(int64 now)
 	return free_slots(keep_unless_passed_here, &scope);
 }
 
-static bool
-keep_if_database_listed(const MemorySlot *slot, const void *arg)
+typedef struct RoundScope
 {
-	return list_member_oid((const List *) arg, slot->dboid);
+	int64		now;
+	const Oid  *databases;		/* sorted */
+	int			ndatabases;
+	int64	   *freed;			/* per database */
+	Oid		   *unknown;
+	int			nunknown;
+	int			max_unknown;
+} RoundScope;
+
+static bool
+keep_in_round(const MemorySlot *slot, void *arg)
+{
+	RoundScope *round = arg;
+	const Oid  *listed = bsearch(&slot->dboid, round->databases,
+								 round->ndatabases, sizeof(Oid), oid_cmp);
+	int			i;
+
+	if (listed != NULL)
+	{
+		if (slot->tat_us >= round->now)
+			return true;
+		round->freed[listed - round->databases]++;
+		return false;
+	}
+	/* passed: the same as absent, whatever its database */
+	if (slot->tat_us < round->now)
+		return false;
+	for (i = 0; i < round->nunknown && round->unknown[i] != slot->dboid; i++)
+		;
+	if (i == round->nunknown && i < round->max_unknown)
+		round->unknown[round->nunknown++] = slot->dboid;
+	return true;
 }
 
-/* Free the slots of databases that are not in databases (dropped ones). */
-void
-memory_store_forget_other_databases(List *databases)
+/*
+ * The cleanup worker's round, in one walk over the store for every
+ * database: free every slot whose bucket passed before now, counting in
+ * freed[i] those of databases[i] (sorted, the databases that existed when
+ * the round began).  A live bucket of a database not listed stays: the
+ * database may have been created since.  Up to max_unknown such databases
+ * are put in unknown; answers how many, for the caller to check and pass to
+ * memory_store_forget_databases when they are gone.
+ */
+int
+memory_store_cleanup_round(int64 now, const Oid *databases, int ndatabases,
+						   int64 *freed, Oid *unknown, int max_unknown)
 {
+	RoundScope	round = {now, databases, ndatabases, freed, unknown, 0,
+	max_unknown};
+
 	if (memory != NULL)
-		(void) free_slots(keep_if_database_listed, databases);
+		(void) free_slots(keep_in_round, &round);
+	return round.nunknown;
+}
+
+typedef struct DatabaseArray
+{
+	const Oid  *oids;
+	int			n;
+} DatabaseArray;
+
+static bool
+keep_unless_database_listed(const MemorySlot *slot, void *arg)
+{
+	const DatabaseArray *dropped = arg;
+	int			i;
+
+	for (i = 0; i < dropped->n; i++)
+		if (dropped->oids[i] == slot->dboid)
+			return false;
+	return true;
+}
+
+/* Free the slots of the ndatabases databases, dropped ones. */
+void
+memory_store_forget_databases(const Oid *databases, int ndatabases)
+{
+	DatabaseArray dropped = {databases, ndatabases};
+
+	if (memory != NULL && ndatabases > 0)
+		(void) free_slots(keep_unless_database_listed, &dropped);
 }
 
 /* Slots in all, and slots holding a live bucket of any database. */
