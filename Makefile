@@ -39,6 +39,7 @@ include $(PGXS)
 
 $(OBJS): include/gcra.h src/ratelimit.h | $(CURDIR)/src
 src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h
+src/memory_store.o src/memory_save.o: src/memory_store.h
 
 # the output folders of a build outside the source tree (absolute: make
 # would find the source tree's folders through VPATH)

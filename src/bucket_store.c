@@ -103,14 +103,24 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 };
 
 /*
- * Where rl_buckets lives, who owns it, and its primary-key index.  Reset by
- * any change to pg_proc (DROP and CREATE EXTENSION, ALTER EXTENSION ... SET
- * SCHEMA) or to the table itself; store_relid == InvalidOid: look again.
+ * Where rl_buckets lives, who owns it, and its primary-key index: the store
+ * a call works on, resolved at most once per call, when the call begins.
+ *
+ * Any change to pg_proc (DROP and CREATE EXTENSION, ALTER EXTENSION ... SET
+ * SCHEMA, but also any function DDL in the database), to the table or its
+ * index (VACUUM and ANALYZE too) and a sinval reset make the resolution
+ * stale.  Such an invalidation is delivered whenever the call takes a lock,
+ * so it only counts in store_invalidations: the running call keeps the
+ * table it began with (the locks it takes keep that table from being
+ * dropped, and one dropped before it was locked is an error, never "no
+ * table"), and the next call resolves again.
  */
 static Oid	store_namespace = InvalidOid;
 static Oid	store_owner = InvalidOid;
 static Oid	store_relid = InvalidOid;
 static Oid	store_indexid = InvalidOid;
+static uint64 store_invalidations = 0;
+static uint64 store_resolved_at = 0;	/* store_invalidations then */
 
 /*
  * The kept plans name the table by its schema's name: any change to a schema
@@ -127,7 +137,7 @@ static int	saved_sec_context;
 static void
 forget_store_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 {
-	store_relid = InvalidOid;
+	store_invalidations++;
 }
 
 static void
@@ -140,7 +150,13 @@ static void
 forget_store_on_relation_change(Datum arg, Oid relid)
 {
 	if (relid == InvalidOid || relid == store_relid || relid == store_indexid)
-		store_relid = InvalidOid;
+		store_invalidations++;
+}
+
+static bool
+store_stale(void)
+{
+	return !OidIsValid(store_relid) || store_resolved_at != store_invalidations;
 }
 
 /*
@@ -154,7 +170,7 @@ open_buckets(Oid relid, LOCKMODE lockmode)
 
 	if (rel == NULL)
 	{
-		store_relid = InvalidOid;
+		store_invalidations++;
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("table \"rl_buckets\" of extension \"ratelimit\" does not exist"),
@@ -164,12 +180,18 @@ open_buckets(Oid relid, LOCKMODE lockmode)
 	return rel;
 }
 
-/* Find rl_buckets in namespace, owned by owner, and check it is ours. */
+/*
+ * Find rl_buckets in namespace, owned by owner, and check it is ours.  The
+ * resolution changes only once it is complete: an error on the way (a
+ * cancelled lock wait, too) leaves it stale.
+ */
 static void
 resolve_store(Oid namespace, Oid owner)
 {
 	static bool callbacks_registered = false;
+	uint64		invalidations_seen = store_invalidations;
 	Relation	rel;
+	Oid			indexid;
 
 	if (!callbacks_registered)
 	{
@@ -179,21 +201,24 @@ resolve_store(Oid namespace, Oid owner)
 		callbacks_registered = true;
 	}
 
-	store_namespace = namespace;
-	store_owner = owner;
-	rel = open_buckets(get_relname_relid("rl_buckets", store_namespace),
+	rel = open_buckets(get_relname_relid("rl_buckets", namespace),
 					   AccessShareLock);
+	indexid = RelationGetPrimaryKeyIndex(rel);
 	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
-		!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+		!OidIsValid(indexid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"%s\" is not the one ratelimit created",
 						RelationGetRelationName(rel)),
 				 errhint("Drop and create the extension again.")));
-	store_indexid = RelationGetPrimaryKeyIndex(rel);
+	store_namespace = namespace;
+	store_owner = owner;
+	store_indexid = indexid;
 	store_relid = RelationGetRelid(rel);
+	/* what arrived while the table was opened is for the next call */
+	store_resolved_at = invalidations_seen;
 	table_close(rel, NoLock);
 }
 
@@ -226,14 +251,25 @@ prepare_store_plans(void)
 	store_plans_namespace = store_namespace;
 }
 
+/* Run as the store's owner until bucket_store_disconnect. */
+static void
+become_store_owner(void)
+{
+	GetUserIdAndSecContext(&saved_user, &saved_sec_context);
+	SetUserIdAndSecContext(store_owner,
+						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+}
+
 /*
  * Open the store for the SQL function fn_oid: the table lives where the
- * function does, and belongs to the function's owner.
+ * function does, and belongs to the function's owner.  Pair with
+ * bucket_store_disconnect; an error in between restores the caller's
+ * identity through transaction abort.
  */
 void
 bucket_store_connect(Oid fn_oid)
 {
-	if (!OidIsValid(store_relid))
+	if (store_stale())
 	{
 		HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
 		Form_pg_proc proc;
@@ -244,24 +280,19 @@ bucket_store_connect(Oid fn_oid)
 		resolve_store(proc->pronamespace, proc->proowner);
 		ReleaseSysCache(tuple);
 	}
-	bucket_store_connect_to(store_namespace, store_owner);
+	become_store_owner();
 }
 
 /*
  * Open the store whose table is in namespace and belongs to owner, as that
- * owner.  Pair with bucket_store_disconnect; an error in between restores the
- * caller's identity through transaction abort.
+ * owner, like bucket_store_connect.
  */
 void
 bucket_store_connect_to(Oid namespace, Oid owner)
 {
-	if (!OidIsValid(store_relid) || namespace != store_namespace ||
-		owner != store_owner)
+	if (store_stale() || namespace != store_namespace || owner != store_owner)
 		resolve_store(namespace, owner);
-
-	GetUserIdAndSecContext(&saved_user, &saved_sec_context);
-	SetUserIdAndSecContext(store_owner,
-						   saved_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	become_store_owner();
 }
 
 void
@@ -605,10 +636,14 @@ bucket_store_insert(bytea *key, int64 tat, int64 interval)
 	return inserted;
 }
 
-/* The OID of rl_buckets: it tells one installation of the extension. */
+/*
+ * The OID of the connected call's rl_buckets: it tells one installation of
+ * the extension.  Never InvalidOid: a connected call has resolved its store.
+ */
 Oid
 bucket_store_relid(void)
 {
+	Assert(OidIsValid(store_relid));
 	return store_relid;
 }
 

@@ -11,6 +11,14 @@
  * its own short transaction: no long snapshot, few row locks at a time, and
  * a bucket that a concurrent decision has just moved into the future stays.
  *
+ * With the memory store, the launcher walks the store once per round for
+ * every database before it starts the workers: it frees the passed buckets
+ * (counted for each database's worker to report) and those of databases
+ * that no longer exist; a database closed to connections or a template keeps
+ * its buckets.  Slots of a dropped installation of the extension are reused
+ * by new keys at once, and freed when their bucket passes (or at once by
+ * rl_cleanup() in that database).
+ *
  * Registered only from shared_preload_libraries.  The launcher starts once
  * recovery has ended: a standby's unlogged buckets are unreadable, and a
  * promoted standby starts cleaning by itself.
@@ -39,6 +47,7 @@
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -55,6 +64,9 @@
 
 /* seconds before the postmaster restarts a launcher that failed */
 #define LAUNCHER_RESTART_SECONDS 10
+
+/* databases created or dropped during a round's memory walk, at most */
+#define MAX_UNKNOWN_DATABASES 64
 
 PGDLLEXPORT void ratelimit_cleanup_launcher_main(Datum main_arg);
 PGDLLEXPORT void ratelimit_cleanup_worker_main(Datum main_arg);
@@ -119,39 +131,88 @@ reload_settings_if_asked(void)
 	}
 }
 
-/* The databases a worker can connect to, templates excepted. */
-static List *
-list_databases(MemoryContext context)
+/*
+ * Read pg_database: every database that exists into *existing, and those a
+ * worker can connect to, templates excepted, into *cleanable.
+ */
+static void
+list_databases(MemoryContext context, List **existing, List **cleanable)
 {
-	List	   *databases = NIL;
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;
+	MemoryContext old;
 
+	*existing = NIL;
+	*cleanable = NIL;
 	StartTransactionCommand();
 	rel = table_open(DatabaseRelationId, AccessShareLock);
 	scan = table_beginscan_catalog(rel, 0, NULL);
+	old = MemoryContextSwitchTo(context);
 	while (HeapTupleIsValid(tuple = heap_getnext(scan, ForwardScanDirection)))
 	{
 		Form_pg_database db = (Form_pg_database) GETSTRUCT(tuple);
-		MemoryContext old;
 
-		if (!db->datallowconn || db->datistemplate ||
-			database_is_invalid_form(db))
-			continue;
-		old = MemoryContextSwitchTo(context);
-		databases = lappend_oid(databases, db->oid);
-		MemoryContextSwitchTo(old);
+		*existing = lappend_oid(*existing, db->oid);
+		if (db->datallowconn && !db->datistemplate &&
+			!database_is_invalid_form(db))
+			*cleanable = lappend_oid(*cleanable, db->oid);
 	}
+	MemoryContextSwitchTo(old);
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
-	return databases;
 }
 
-/* Run one worker on database dboid and wait until it ends. */
+/*
+ * The memory store's part of a round, one walk over the store for every
+ * database: free the passed buckets, and those of dropped databases.  In
+ * context, *databases are the databases that exist, sorted, and (*freed)[i]
+ * the passed buckets freed of (*databases)[i]; answers how many exist.
+ */
+static int
+clean_memory(MemoryContext context, List *existing, Oid **databases,
+			 int64 **freed)
+{
+	Oid			unknown[MAX_UNKNOWN_DATABASES];
+	Oid			gone[MAX_UNKNOWN_DATABASES];
+	int			nunknown;
+	int			ngone = 0;
+	int			n = 0;
+	int			i;
+	ListCell   *lc;
+
+	*databases = MemoryContextAlloc(context, list_length(existing) * sizeof(Oid));
+	*freed = MemoryContextAllocZero(context, list_length(existing) * sizeof(int64));
+	foreach(lc, existing)
+		(*databases)[n++] = lfirst_oid(lc);
+	qsort(*databases, n, sizeof(Oid), oid_cmp);
+	nunknown = memory_store_cleanup_round(GetCurrentTimestamp(), *databases, n,
+										  *freed, unknown,
+										  MAX_UNKNOWN_DATABASES);
+
+	/*
+	 * A database with live buckets that was not listed was dropped since, or
+	 * created since: only one that is gone now loses its buckets.
+	 */
+	if (nunknown > 0)
+	{
+		StartTransactionCommand();
+		for (i = 0; i < nunknown; i++)
+			if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(unknown[i])))
+				gone[ngone++] = unknown[i];
+		CommitTransactionCommand();
+		memory_store_forget_databases(gone, ngone);
+	}
+	return n;
+}
+
+/*
+ * Run one worker on database dboid and wait until it ends; freed is how many
+ * of its memory buckets the round freed, for the worker to report.
+ */
 static void
-clean_database(Oid dboid)
+clean_database(Oid dboid, int64 freed)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
@@ -167,6 +228,7 @@ clean_database(Oid dboid)
 	fill_worker(&worker, "ratelimit_cleanup_worker_main", WORKER_TYPE);
 	worker.bgw_restart_time = BGW_NEVER_RESTART;
 	worker.bgw_main_arg = ObjectIdGetDatum(dboid);
+	memcpy(worker.bgw_extra, &freed, sizeof(freed));
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
@@ -233,18 +295,32 @@ ratelimit_cleanup_launcher_main(Datum main_arg)
 
 			if (now >= next)
 			{
-				List	   *databases;
+				List	   *existing;
+				List	   *cleanable;
+				Oid		   *databases;
+				int64	   *freed;
+				int			ndatabases;
 				ListCell   *lc;
 
 				last_round = now;
 				pgstat_report_activity(STATE_RUNNING, "cleaning every database");
 				MemoryContextReset(round_context);
-				databases = list_databases(round_context);
-				memory_store_forget_other_databases(databases);
-				foreach(lc, databases)
+				list_databases(round_context, &existing, &cleanable);
+
+				/*
+				 * Only a dropped database loses its memory buckets: not one
+				 * closed to connections, nor a template.
+				 */
+				ndatabases = clean_memory(round_context, existing, &databases,
+										  &freed);
+				foreach(lc, cleanable)
 				{
+					Oid			dboid = lfirst_oid(lc);
+					Oid		   *listed = bsearch(&dboid, databases, ndatabases,
+												 sizeof(Oid), oid_cmp);
+
 					CHECK_FOR_INTERRUPTS();
-					clean_database(lfirst_oid(lc));
+					clean_database(dboid, freed[listed - databases]);
 				}
 				continue;
 			}
@@ -304,16 +380,13 @@ lock_buckets(Oid namespace)
 
 /*
  * Delete one batch of buckets that expired before cutoff, in a transaction
- * of its own with a fresh snapshot; the first batch of a run also frees the
- * memory store's expired slots of this database.  Answers -1 when the
- * extension is not (or no longer) installed, so a DROP EXTENSION during a run
- * ends it quietly.
+ * of its own with a fresh snapshot.  Answers -1 when the extension is not
+ * (or no longer) installed, so a DROP EXTENSION during a run ends it
+ * quietly.
  */
 static int64
 delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
 {
-	bool		first = ItemPointerGetBlockNumberNoCheck(position) == 0 &&
-		ItemPointerGetOffsetNumberNoCheck(position) == 0;
 	Oid			namespace;
 	Oid			owner;
 	int64		deleted = -1;
@@ -331,8 +404,6 @@ delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
 		deleted = bucket_store_delete_expired(cutoff,
 											  ratelimit_cleanup_batch_size,
 											  position);
-		if (first && memory_store_in_use())
-			deleted += memory_store_cleanup(cutoff);
 		bucket_store_disconnect();
 	}
 	PopActiveSnapshot();
@@ -346,7 +417,7 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 {
 	TimestampTz start;
 	ItemPointerData position;
-	int64		deleted = 0;
+	int64		deleted;
 	int64		batch;
 	char	   *dbname;
 
@@ -377,6 +448,8 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 	 * moved some of its buckets into the future meanwhile.
 	 */
 	start = GetCurrentTimestamp();
+	/* the memory buckets the launcher's round freed here count too */
+	memcpy(&deleted, MyBgworkerEntry->bgw_extra, sizeof(deleted));
 	ItemPointerSet(&position, 0, 0);
 	for (;;)
 	{

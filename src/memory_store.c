@@ -24,74 +24,26 @@
  * database never answers another's keys and a dropped extension's buckets
  * are never found again; cleanup frees them.
  *
- * A clean shutdown saves the live buckets to SAVE_FILE in the data directory
- * and the next start loads them; after a crash or an immediate shutdown the
- * store starts empty, as the unlogged table does.
+ * A clean shutdown saves the live buckets and the next start loads them
+ * (memory_save.c).
  */
 #include "postgres.h"
 
 #include <limits.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "access/transam.h"
-#include "catalog/pg_control.h"
-#include "common/controldata_utils.h"
-#include "common/file_perm.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "port/pg_crc32c.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lmgr.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "tcop/utility.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
-#include "ratelimit.h"
-
-/* slots per set: one lock, and the slots a key can use */
-#define SET_SLOTS 16
-
-#define SAVE_FILE "ratelimit_buckets"
-#define SAVE_FILE_TMP SAVE_FILE ".tmp"
-#define SAVE_MAGIC 0x524c4231	/* "RLB1" */
-#define SAVE_VERSION 1
-
-typedef struct MemorySlot
-{
-	Oid			dboid;			/* InvalidOid: free */
-	Oid			store_relid;	/* that database's rl_buckets */
-	int64		tat_us;
-	int64		interval_us;	/* the T it was last written with */
-	uint8		key[BUCKET_KEY_LEN];
-} MemorySlot;
-
-typedef struct MemorySet
-{
-	LWLock		lock;
-	MemorySlot	slots[SET_SLOTS];
-} MemorySet;
-
-typedef struct MemoryStore
-{
-	int			tranche_id;
-	int			nsets;
-	MemorySet	sets[FLEXIBLE_ARRAY_MEMBER];
-} MemoryStore;
-
-/* The save file: this header, count slots, and a CRC-32C of both. */
-typedef struct SaveHeader
-{
-	uint32		magic;
-	uint32		version;
-	uint64		system_identifier;	/* a file of another cluster is refused */
-	uint32		slot_size;
-	uint32		set_slots;
-	uint64		count;
-} SaveHeader;
+#include "memory_store.h"
 
 int			ratelimit_store = STORE_TABLE;
 int			ratelimit_memory_buckets = 100000;
@@ -119,15 +71,11 @@ memory_size(void)
 					mul_size(set_count(), sizeof(MemorySet)));
 }
 
-/* The set a key lives in: the digest is uniform already. */
+/* The set a key lives in. */
 static MemorySet *
 set_of(const uint8 *key, Oid dboid)
 {
-	uint64		hash;
-
-	memcpy(&hash, key, sizeof(hash));
-	hash ^= (uint64) dboid * UINT64CONST(0x9e3779b97f4a7c15);
-	return &memory->sets[hash % memory->nsets];
+	return memory_set_of(memory, key, dboid);
 }
 
 static MemorySlot *
@@ -525,10 +473,10 @@ memory_store_delete(bytea *key)
  * Free the slots for which keep says no, one set lock at a time; answers how
  * many held a bucket of this database.
  */
-typedef bool (*SlotKeep) (const MemorySlot *slot, const void *arg);
+typedef bool (*SlotKeep) (const MemorySlot *slot, void *arg);
 
 static int64
-free_slots(SlotKeep keep, const void *arg)
+free_slots(SlotKeep keep, void *arg)
 {
 	int64		freed = 0;
 	int			s;
@@ -562,7 +510,7 @@ typedef struct CleanupScope
 } CleanupScope;
 
 static bool
-keep_unless_passed_here(const MemorySlot *slot, const void *arg)
+keep_unless_passed_here(const MemorySlot *slot, void *arg)
 {
 	const CleanupScope *scope = arg;
 
@@ -582,18 +530,89 @@ memory_store_cleanup(int64 now)
 	return free_slots(keep_unless_passed_here, &scope);
 }
 
-static bool
-keep_if_database_listed(const MemorySlot *slot, const void *arg)
+typedef struct RoundScope
 {
-	return list_member_oid((const List *) arg, slot->dboid);
+	int64		now;
+	const Oid  *databases;		/* sorted */
+	int			ndatabases;
+	int64	   *freed;			/* per database */
+	Oid		   *unknown;
+	int			nunknown;
+	int			max_unknown;
+} RoundScope;
+
+static bool
+keep_in_round(const MemorySlot *slot, void *arg)
+{
+	RoundScope *round = arg;
+	const Oid  *listed = bsearch(&slot->dboid, round->databases,
+								 round->ndatabases, sizeof(Oid), oid_cmp);
+	int			i;
+
+	if (listed != NULL)
+	{
+		if (slot->tat_us >= round->now)
+			return true;
+		round->freed[listed - round->databases]++;
+		return false;
+	}
+	/* passed: the same as absent, whatever its database */
+	if (slot->tat_us < round->now)
+		return false;
+	for (i = 0; i < round->nunknown && round->unknown[i] != slot->dboid; i++)
+		;
+	if (i == round->nunknown && i < round->max_unknown)
+		round->unknown[round->nunknown++] = slot->dboid;
+	return true;
 }
 
-/* Free the slots of databases that are not in databases (dropped ones). */
-void
-memory_store_forget_other_databases(List *databases)
+/*
+ * The cleanup worker's round, in one walk over the store for every
+ * database: free every slot whose bucket passed before now, counting in
+ * freed[i] those of databases[i] (sorted, the databases that existed when
+ * the round began).  A live bucket of a database not listed stays: the
+ * database may have been created since.  Up to max_unknown such databases
+ * are put in unknown; answers how many, for the caller to check and pass to
+ * memory_store_forget_databases when they are gone.
+ */
+int
+memory_store_cleanup_round(int64 now, const Oid *databases, int ndatabases,
+						   int64 *freed, Oid *unknown, int max_unknown)
 {
+	RoundScope	round = {now, databases, ndatabases, freed, unknown, 0,
+	max_unknown};
+
 	if (memory != NULL)
-		(void) free_slots(keep_if_database_listed, databases);
+		(void) free_slots(keep_in_round, &round);
+	return round.nunknown;
+}
+
+typedef struct DatabaseArray
+{
+	const Oid  *oids;
+	int			n;
+} DatabaseArray;
+
+static bool
+keep_unless_database_listed(const MemorySlot *slot, void *arg)
+{
+	const DatabaseArray *dropped = arg;
+	int			i;
+
+	for (i = 0; i < dropped->n; i++)
+		if (dropped->oids[i] == slot->dboid)
+			return false;
+	return true;
+}
+
+/* Free the slots of the ndatabases databases, dropped ones. */
+void
+memory_store_forget_databases(const Oid *databases, int ndatabases)
+{
+	DatabaseArray dropped = {databases, ndatabases};
+
+	if (memory != NULL && ndatabases > 0)
+		(void) free_slots(keep_unless_database_listed, &dropped);
 }
 
 /* Slots in all, and slots holding a live bucket of any database. */
@@ -617,207 +636,6 @@ memory_store_usage(int64 now, int64 *total, int64 *live)
 	}
 }
 
-/*
- * Saving and loading, in the postmaster: at its exit every backend is gone,
- * and at its start none has begun.
- */
-
-static pg_crc32c
-save_crc(const SaveHeader *header, const MemorySlot *slots)
-{
-	pg_crc32c	crc;
-
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, header, sizeof(SaveHeader));
-	COMP_CRC32C(crc, slots, header->count * sizeof(MemorySlot));
-	FIN_CRC32C(crc);
-	return crc;
-}
-
-static void
-save_failed(const char *what)
-{
-	ereport(LOG,
-			(errcode_for_file_access(),
-			 errmsg("could not %s \"%s\": %m", what, SAVE_FILE_TMP),
-			 errdetail("The rate-limit buckets of the memory store are not saved; they start empty.")));
-}
-
-/*
- * on_shmem_exit of the postmaster: save the live buckets, but only after a
- * clean shutdown.  An immediate shutdown also exits normally, so the control
- * file tells them apart: only a completed shutdown checkpoint marks it shut
- * down.
- */
-static void
-save_buckets(int code, Datum arg)
-{
-	ControlFileData *control;
-	bool		crc_ok;
-	SaveHeader	header = {0};
-	MemorySlot *slots;
-	int64		now = GetCurrentTimestamp();
-	int			fd;
-	int			s;
-	int			i;
-	pg_crc32c	crc;
-	size_t		bytes;
-
-	if (code != 0 || memory == NULL)
-		return;
-	control = get_controlfile(DataDir, &crc_ok);
-	if (!crc_ok || control->state != DB_SHUTDOWNED)
-		return;
-
-	slots = palloc_extended(mul_size(mul_size(memory->nsets, SET_SLOTS),
-									 sizeof(MemorySlot)),
-							MCXT_ALLOC_NO_OOM);
-	if (slots == NULL)
-		return;
-	for (s = 0; s < memory->nsets; s++)
-		for (i = 0; i < SET_SLOTS; i++)
-		{
-			MemorySlot *slot = &memory->sets[s].slots[i];
-
-			if (slot->dboid != InvalidOid && slot->tat_us >= now)
-				slots[header.count++] = *slot;
-		}
-	header.magic = SAVE_MAGIC;
-	header.version = SAVE_VERSION;
-	header.system_identifier = control->system_identifier;
-	header.slot_size = sizeof(MemorySlot);
-	header.set_slots = SET_SLOTS;
-	crc = save_crc(&header, slots);
-	bytes = header.count * sizeof(MemorySlot);
-
-	fd = OpenTransientFilePerm(SAVE_FILE_TMP, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY,
-							   pg_file_create_mode);
-	if (fd < 0)
-	{
-		save_failed("create");
-		return;
-	}
-	if (write(fd, &header, sizeof(header)) != sizeof(header) ||
-		(bytes > 0 && write(fd, slots, bytes) != bytes) ||
-		write(fd, &crc, sizeof(crc)) != sizeof(crc) ||
-		pg_fsync(fd) != 0)
-	{
-		save_failed("write");
-		CloseTransientFile(fd);
-		unlink(SAVE_FILE_TMP);
-		return;
-	}
-	CloseTransientFile(fd);
-	(void) durable_rename(SAVE_FILE_TMP, SAVE_FILE, LOG);
-}
-
-static void
-ignore_save_file(const char *reason)
-{
-	ereport(LOG,
-			(errmsg("ratelimit: ignoring the saved buckets in \"%s\": %s",
-					SAVE_FILE, reason),
-			 errdetail("The memory store starts empty.")));
-}
-
-/* Put a loaded bucket in its set; false when the set is full. */
-static bool
-place_loaded(const MemorySlot *loaded)
-{
-	MemorySet  *set = set_of(loaded->key, loaded->dboid);
-	int			i;
-
-	for (i = 0; i < SET_SLOTS; i++)
-		if (set->slots[i].dboid == InvalidOid)
-		{
-			set->slots[i] = *loaded;
-			return true;
-		}
-	return false;
-}
-
-/*
- * Load the buckets a clean shutdown saved, then remove the file, so that a
- * crash later starts empty.  Anything that is not exactly a save file of
- * this cluster is logged and ignored.
- */
-static void
-load_buckets(void)
-{
-	int			fd;
-	struct stat st;
-	char	   *contents;
-	SaveHeader	header;
-	MemorySlot *slots;
-	pg_crc32c	crc;
-	uint64		i;
-	uint64		placed = 0;
-
-	fd = OpenTransientFile(SAVE_FILE, O_RDONLY | PG_BINARY);
-	if (fd < 0)
-	{
-		if (errno != ENOENT)
-			ereport(LOG,
-					(errcode_for_file_access(),
-					 errmsg("could not open \"%s\": %m", SAVE_FILE)));
-		return;
-	}
-	if (fstat(fd, &st) != 0 ||
-		st.st_size < (off_t) (sizeof(SaveHeader) + sizeof(pg_crc32c)))
-	{
-		CloseTransientFile(fd);
-		ignore_save_file("it is too short");
-		unlink(SAVE_FILE);
-		return;
-	}
-	contents = palloc_extended(st.st_size, MCXT_ALLOC_NO_OOM);
-	if (contents == NULL || read(fd, contents, st.st_size) != st.st_size)
-	{
-		CloseTransientFile(fd);
-		ignore_save_file("it could not be read");
-		unlink(SAVE_FILE);
-		return;
-	}
-	CloseTransientFile(fd);
-	unlink(SAVE_FILE);
-
-	memcpy(&header, contents, sizeof(header));
-	slots = (MemorySlot *) (contents + sizeof(SaveHeader));
-	if (header.magic != SAVE_MAGIC || header.version != SAVE_VERSION ||
-		header.slot_size != sizeof(MemorySlot) || header.set_slots != SET_SLOTS)
-	{
-		ignore_save_file("it is not a save file of this version of ratelimit");
-		return;
-	}
-	if (header.system_identifier != GetSystemIdentifier())
-	{
-		ignore_save_file("it was saved by another cluster");
-		return;
-	}
-	if (header.count > (st.st_size - sizeof(SaveHeader) - sizeof(pg_crc32c)) / sizeof(MemorySlot) ||
-		sizeof(SaveHeader) + header.count * sizeof(MemorySlot) + sizeof(pg_crc32c) != st.st_size)
-	{
-		ignore_save_file("its length does not match its header");
-		return;
-	}
-	memcpy(&crc, contents + st.st_size - sizeof(pg_crc32c), sizeof(crc));
-	if (!EQ_CRC32C(crc, save_crc(&header, slots)))
-	{
-		ignore_save_file("its checksum does not match");
-		return;
-	}
-
-	for (i = 0; i < header.count; i++)
-		if (slots[i].dboid != InvalidOid && slots[i].interval_us > 0 &&
-			place_loaded(&slots[i]))
-			placed++;
-	ereport(LOG,
-			(errmsg("ratelimit: loaded %llu of %llu buckets saved at shutdown",
-					(unsigned long long) placed,
-					(unsigned long long) header.count)));
-	pfree(contents);
-}
-
 static void
 memory_store_shmem_request(void)
 {
@@ -836,7 +654,12 @@ memory_store_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	if (ratelimit_store != STORE_MEMORY)
+	{
+		/* the buckets of an earlier memory-store period are out of date */
+		if (!IsUnderPostmaster)
+			memory_save_remove();
 		return;
+	}
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	memory = ShmemInitStruct("ratelimit memory store", memory_size(), &found);
@@ -856,8 +679,8 @@ memory_store_shmem_startup(void)
 	/* the postmaster, at start and after a crash (then the file is gone) */
 	if (!IsUnderPostmaster)
 	{
-		load_buckets();
-		on_shmem_exit(save_buckets, (Datum) 0);
+		memory_save_load(memory);
+		on_shmem_exit(memory_save_at_exit, PointerGetDatum(memory));
 	}
 }
 
@@ -888,7 +711,7 @@ memory_store_define_settings(void)
 							NULL,
 							&ratelimit_memory_buckets,
 							100000,
-							SET_SLOTS, INT_MAX / 2,
+							SET_SLOTS, MEMORY_BUCKETS_MAX,
 							context,
 							0,
 							NULL, NULL, NULL);

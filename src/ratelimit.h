@@ -145,7 +145,10 @@ extern bool memory_store_refund(const char *function, bytea *key, int64 now,
 extern bool memory_store_read(bytea *key, GcraBucket *bucket);
 extern bool memory_store_delete(bytea *key);
 extern int64 memory_store_cleanup(int64 now);
-extern void memory_store_forget_other_databases(List *databases);
+extern int	memory_store_cleanup_round(int64 now, const Oid *databases,
+									   int ndatabases, int64 *freed,
+									   Oid *unknown, int max_unknown);
+extern void memory_store_forget_databases(const Oid *databases, int ndatabases);
 extern void memory_store_usage(int64 now, int64 *total, int64 *live);
 
 /* stats.c */

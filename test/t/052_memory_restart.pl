@@ -1,7 +1,9 @@
 # The memory store across restarts: a clean shutdown saves every live bucket
 # to a file only the server's user can read, the next start loads it; an
 # immediate shutdown starts empty; a truncated file, random bytes and another
-# cluster's file are logged and ignored.
+# cluster's or another major version's file are logged and ignored; a start with the table store removes
+# the file, and a file older than the shutdown the server starts from is not
+# loaded.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -92,6 +94,10 @@ damaged('a truncated file', 'its length does not match its header',
 damaged('a file cut inside its header', 'it is too short', sub { substr($_[0], 0, 10) });
 damaged('random bytes', 'it is not a save file of this version of ratelimit',
 	sub { join '', map { chr(int(rand(256))) } 1 .. length($_[0]) });
+my $major = int(query('SHOW server_version_num') / 10000);
+damaged('a file of another major version',
+	'it was written by PostgreSQL ' . ($major - 1) . ", and this server runs PostgreSQL $major",
+	sub { my $s = $_[0]; substr($s, 28, 4) = pack('V', $major - 1); $s });
 damaged('one byte flipped', 'its checksum does not match',
 	sub { my $s = $_[0]; substr($s, 100, 1) = chr(ord(substr($s, 100, 1)) ^ 1); $s });
 
@@ -108,5 +114,39 @@ damaged("another cluster's file", 'it was saved by another cluster',
 
 ok(!$node->log_contains(qr/terminated by signal|was terminated/, $damaged_offset),
 	'no process crashed on a damaged file');
+
+# a start with the table store removes the save file: its buckets are out of
+# date once decisions are made in rl_buckets
+$node->stop;
+ok(-e $file, 'saved');
+$node->append_conf('postgresql.conf', 'ratelimit.store = table');
+my $offset = -s $node->logfile;
+$node->start;
+ok(!-e $file, 'a start with the table store removes the save file');
+ok($node->log_contains(qr/removed the saved buckets in "ratelimit_buckets": ratelimit.store is "table"/, $offset),
+	'and says so');
+$node->stop;
+
+# a table-store period without the library loaded removes nothing; the file
+# it leaves is not loaded later: it was not written by the shutdown the
+# server then starts from.  Meanwhile the keys were reset in rl_buckets.
+$node->append_conf('postgresql.conf', 'ratelimit.store = memory');
+$node->start;
+spend();
+$node->stop;
+$node->append_conf('postgresql.conf', qq{shared_preload_libraries = ''
+ratelimit.store = table});
+$node->start;
+ok(-e $file, 'without the library loaded the save file stays');
+query(q{SELECT rl_reset('restart', k::text) FROM generate_series(1, 300) k});
+$node->stop;
+$node->append_conf('postgresql.conf', qq{shared_preload_libraries = 'ratelimit'
+ratelimit.store = memory});
+$offset = -s $node->logfile;
+$node->start;
+ok($node->log_contains(qr/ignoring the saved buckets in "ratelimit_buckets": it was not written by the shutdown this server starts from/, $offset),
+	'back with the memory store, the older file is refused');
+ok(!-e $file, 'and removed');
+is(spend(), '300', 'the budgets are those of the table-store period: full');
 $node->stop;
 done_testing();

@@ -1,6 +1,7 @@
 # The memory store per database: the same limiter and key in two databases
 # are two buckets; DROP EXTENSION forgets that database's buckets only; the
-# cleanup worker frees expired slots and those of a dropped database.
+# cleanup worker frees expired slots and those of a dropped database, but not
+# those of a database closed to connections or made a template.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -62,6 +63,36 @@ $node->safe_psql('two',
 ok($node->wait_for_log(qr/ratelimit cleanup deleted 10 expired buckets in database "two"/, $offset),
 	'the worker freed the 10 passed slots');
 is($node->safe_psql('two', 'SELECT rl_cleanup()'), '0', 'rl_cleanup has nothing left to free');
+
+# wait until a round of the worker began after now
+sub wait_for_round
+{
+	my $run = $node->safe_psql('one', 'SELECT clock_timestamp()');
+	for (1 .. 2)
+	{
+		$node->poll_query_until('one', qq{SELECT max(started) > '$run' FROM rl_cleanup_runs()
+			WHERE database = 'one'}) or die 'no cleanup run';
+		$run = $node->safe_psql('one', q{SELECT max(started) FROM rl_cleanup_runs()
+			WHERE database = 'one'});
+	}
+}
+
+# only a dropped database loses its buckets: not one closed to connections,
+# nor a template
+$node->safe_psql('postgres', 'CREATE DATABASE closed');
+$node->safe_psql('closed', 'CREATE EXTENSION ratelimit');
+$node->safe_psql('closed',
+	q{SELECT rl_take('login', k::text, 0.001, 1) FROM generate_series(1, 100) k});
+for my $change (['ALLOW_CONNECTIONS false', 'ALLOW_CONNECTIONS true'],
+	['IS_TEMPLATE true', 'IS_TEMPLATE false'])
+{
+	$node->safe_psql('postgres', "ALTER DATABASE closed $change->[0]");
+	wait_for_round();
+	$node->safe_psql('postgres', "ALTER DATABASE closed $change->[1]");
+	is($node->safe_psql('closed', q{SELECT count(*) FILTER (WHERE (rl_take('login', k::text, 0.001, 1)).allowed)
+		FROM generate_series(1, 100) k}),
+		'0', "after rounds of the worker with $change->[0], the 100 buckets are still spent");
+}
 
 $node->stop;
 done_testing();
