@@ -491,14 +491,16 @@ lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
  * snapshot is still a denial on the newest one, and it writes and locks
  * nothing.  A decision that must store replaces exactly the version it read;
  * if another decision on the key got there first, the newest version is
- * locked, which queues this call behind the other, and decided again.
+ * locked, which queues this call behind the other, and decided again.  The
+ * clock (DECIDE_NOW) is read after each read: a decision that stores was
+ * made on the newest version, so after the clock of the one before it.
  *
  * With may_insert false (the memory store, which decides where a new key
  * lives), a key without a row is not inserted: the answer is false, nothing
  * was decided.
  */
 bool
-bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
+bucket_store_take(bytea *key, const GcraLimit *limit, int64 at, int32 cost,
 				  bool may_insert, GcraDecision *decision)
 {
 	BucketAccess access = {0};
@@ -516,7 +518,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 			decided = false;
 			break;
 		}
-		d = gcra_decide(limit, &bucket, now, cost);
+		d = gcra_decide(limit, &bucket, decision_time(at), cost);
 		if (!d.store || (stored = store_bucket(&access, &bucket, &d, limit)))
 			break;
 		CHECK_FOR_INTERRUPTS();
@@ -669,17 +671,18 @@ compare_keys(const void *a, const void *b)
  * nothing to store then writes and locks nothing.  Otherwise the buckets
  * that may store (cost > 0) are locked in the order of their stored keys, so
  * that two calls over the same keys in any order never deadlock, and the
- * requests are decided again on the locked versions, which nobody else can
- * change before this transaction ends.
+ * requests are decided again, at the clock read then, on the locked
+ * versions, which nobody else can change before this transaction ends.
  */
 void
-bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
+bucket_store_take_all(const StoreRequest *requests, int n, int64 at,
 					  GcraDecision *decisions)
 {
 	BucketAccess access[GCRA_MAX_REQUESTS] = {0};
 	BucketAccess *order[GCRA_MAX_REQUESTS];
 	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
 	bool		must_store = false;
+	int64		now;
 	int			i;
 
 	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
@@ -692,6 +695,7 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
 		gcra[i].shadow = requests[i].shadow;
 		order[i] = &access[i];
 	}
+	now = decision_time(at);
 	gcra_decide_all(gcra, n, now, decisions);
 	for (i = 0; i < n; i++)
 		must_store |= decisions[i].store;
@@ -706,7 +710,8 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
 			if (gcra[r].cost > 0)
 				lock_bucket(&access[r], &gcra[r].bucket, &gcra[r].limit, now);
 		}
-		gcra_decide_all(gcra, n, now, decisions);
+		/* the clock once the call holds its rows */
+		gcra_decide_all(gcra, n, decision_time(at), decisions);
 		for (i = 0; i < n; i++)
 		{
 			if (decisions[i].store &&

@@ -213,7 +213,7 @@ memory_store_in_use(void)
  */
 static GcraDecision
 take_missing(const char *function, MemorySet *set, bytea *key,
-			 const GcraLimit *limit, int64 now, int32 cost)
+			 const GcraLimit *limit, int64 at, int32 cost)
 {
 	const uint8 *digest = (const uint8 *) VARDATA(key);
 	Oid			store_relid = bucket_store_relid();
@@ -225,11 +225,13 @@ take_missing(const char *function, MemorySet *set, bytea *key,
 		GcraBucket	absent = {0};
 		GcraDecision d;
 		bool		inserted;
+		int64		now;
 
 		CHECK_FOR_INTERRUPTS();
 		/* the probe and the insert below must not wait under the set lock */
 		bucket_store_lock_table();
 		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+		now = decision_time(at);
 
 		slot = find_slot(set, digest, store_relid);
 		if (slot != NULL)
@@ -246,7 +248,7 @@ take_missing(const char *function, MemorySet *set, bytea *key,
 				XactLockTableWait(inserting, NULL, NULL, XLTW_None);
 			if (cost > 0)
 				PreventCommandIfReadOnly(function);
-			if (bucket_store_take(key, limit, now, cost, false, &d))
+			if (bucket_store_take(key, limit, at, cost, false, &d))
 				return d;
 			continue;			/* the row went away: choose again */
 		}
@@ -287,7 +289,7 @@ take_missing(const char *function, MemorySet *set, bytea *key,
 /* Decide a request of cost at now; called as the store owner. */
 GcraDecision
 memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
-				  int64 now, int32 cost)
+				  int64 at, int32 cost)
 {
 	const uint8 *digest = (const uint8 *) VARDATA(key);
 	MemorySet  *set = set_of(digest, MyDatabaseId);
@@ -298,12 +300,13 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 	slot = find_slot(set, digest, bucket_store_relid());
 	if (slot != NULL)
 	{
-		d = decide_in_slot(slot, limit, now, cost);
+		/* the clock once the call holds the key */
+		d = decide_in_slot(slot, limit, decision_time(at), cost);
 		LWLockRelease(&set->lock);
 		return d;
 	}
 	LWLockRelease(&set->lock);
-	return take_missing(function, set, key, limit, now, cost);
+	return take_missing(function, set, key, limit, at, cost);
 }
 
 /*
@@ -317,7 +320,7 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
  */
 void
 memory_store_take_all(const char *function, const StoreRequest *requests,
-					  int n, int64 now, GcraDecision *decisions)
+					  int n, int64 at, GcraDecision *decisions)
 {
 	Oid			store_relid = bucket_store_relid();
 	MemorySet  *sets[GCRA_MAX_REQUESTS];
@@ -325,6 +328,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 	MemorySlot *slots[GCRA_MAX_REQUESTS];
 	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
 	bool		in_table = false;
+	int64		now;
 	int			nlocked = 0;
 	int			i;
 	int			j;
@@ -350,6 +354,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 		}
 	for (i = 0; i < nlocked; i++)
 		LWLockAcquire(&locked[i]->lock, LW_EXCLUSIVE);
+	now = decision_time(at);
 
 	for (i = 0; i < n && !in_table; i++)
 	{
@@ -441,7 +446,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 	}
 	for (i = 0; i < nlocked; i++)
 		LWLockRelease(&locked[i]->lock);
-	bucket_store_take_all(requests, n, now, decisions);
+	bucket_store_take_all(requests, n, at, decisions);
 }
 
 /*
