@@ -131,13 +131,21 @@ extern void bucket_store_disconnect(void);
 extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 at,
 							  int32 cost, bool may_insert, GcraDecision *decision);
 extern void bucket_store_read(bytea *key, GcraBucket *bucket);
-extern void bucket_store_lock_table(void);
 extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
 extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
 extern Oid	bucket_store_relid(void);
 extern int64 bucket_store_count(void);
+extern void bucket_store_key_order(const StoreRequest *requests, int n,
+								   int *order);
 extern void bucket_store_take_all(const StoreRequest *requests, int n,
 								  int64 at, GcraDecision *decisions);
+
+/* one row of rl_buckets, locked for a decision the caller makes */
+typedef struct BucketAccess BucketAccess;
+extern BucketAccess *bucket_store_lock_row(bytea *key, GcraBucket *bucket);
+extern void bucket_store_write_row(BucketAccess *row, const GcraDecision *d,
+								   const GcraLimit *limit);
+extern void bucket_store_close_row(BucketAccess *row);
 extern bool bucket_store_refund(bytea *key, int64 now, int32 cost);
 extern bool bucket_store_delete(bytea *key);
 extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
