@@ -156,7 +156,10 @@ is(query(q{SELECT allowed::text || ',' || (rl_take('t', 'b', 0.000001, 1)).allow
 	FROM rl_take('t', 'a', 0.000001, 1)}), 'false,false', 'both keys spent their burst of 1');
 
 # a call waits for the row lock of k1 while cleanup deletes the passed row of
-# k2 and another session takes k2: k2 still lives in one place
+# k2 and another session takes k2: k2 still lives in one place.  The call's
+# transaction stays open; a later call over both keys waits for it, and the
+# other keys of the set are decided meanwhile: nothing waits under the set's
+# LWLock
 $node->stop('immediate');
 $node->start;
 my ($k1, $k2) = sort { sha256("t\0$a") cmp sha256("t\0$b") } ('k1', 'k2');
@@ -166,7 +169,7 @@ my $holder = $node->background_psql('postgres');
 $holder->query_safe(qq{BEGIN; SELECT FROM rl_buckets WHERE key =
 	sha256(convert_to('t', 'UTF8') || '\\x00'::bytea || convert_to('$k1', 'UTF8')) FOR UPDATE});
 my $all = $node->background_psql('postgres');
-$all->query_safe(q{SET application_name = 'take_all'});
+$all->query_safe(q{SET application_name = 'take_all'; SET ratelimit.in_transaction = allow; BEGIN});
 my $all_out = $all->query_until(qr/taking/, "\\echo taking\n" . take_all([ $k1, $k2 ]) . ";\n");
 $node->poll_query_until('postgres', q{SELECT wait_event_type = 'Lock' FROM pg_stat_activity
 	WHERE application_name = 'take_all'}) or die 'rl_take_all does not wait for the row lock';
@@ -180,9 +183,24 @@ $node->poll_query_until('postgres', q{SELECT state = 'idle' OR wait_event_type =
 $holder->query_safe('COMMIT');
 like($all_out . $all->query_safe('SELECT 1'), qr/^t\|2$/m, 'rl_take_all is allowed');
 like($one_out . $one->query_safe('SELECT 1'), qr/^t$/m, 'the concurrent rl_take is allowed');
+
+my $blocked = $node->background_psql('postgres', on_error_stop => 0);
+$blocked->query_safe(q{SET application_name = 'blocked'; SET statement_timeout = '3s'});
+$blocked->query_until(qr/taking/, "\\echo taking\n" . take_all([ $k1, $k2 ]) . ";\n");
+$node->poll_query_until('postgres', q{SELECT wait_event_type = 'Lock' FROM pg_stat_activity
+	WHERE application_name = 'blocked'}) or die 'the second rl_take_all does not wait for a lock';
+($ret, $out, $err) = $node->psql('postgres',
+	q{SET statement_timeout = '1s'; SELECT allowed FROM rl_take('t', 'other', 0.000001, 3)});
+is($out, 't', 'a new key of the same set is decided while a call waits for an open transaction')
+  or diag($err);
+$blocked->query('SELECT 1');
+like($blocked->{stderr}, qr/canceling statement due to statement timeout/,
+	'and the waiting call ends at its statement_timeout');
+$all->query_safe('COMMIT');
+
 is(place('t', $k2), 'memory', "$k2 lives in one place");
 is(remaining($k2), '1', "with both calls' cells");
-$_->quit for ($open, $holder, $all, $one);
+$_->quit for ($open, $holder, $all, $one, $blocked);
 
 $node->stop;
 done_testing();
