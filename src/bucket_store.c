@@ -344,7 +344,7 @@ run_plan(StorePlan which, Datum *values, const char *nulls)
 }
 
 /* The open table, its index, and the slots one decision uses. */
-typedef struct BucketAccess
+struct BucketAccess
 {
 	Relation	heap;
 	Relation	index;
@@ -352,7 +352,7 @@ typedef struct BucketAccess
 	TupleTableSlot *found;		/* the row version the decision is based on */
 	TupleTableSlot *replacement;	/* made by the first update */
 	bytea	   *key;
-} BucketAccess;
+};
 
 static void
 open_access(BucketAccess *access, bytea *key)
@@ -522,14 +522,16 @@ lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
  * snapshot is still a denial on the newest one, and it writes and locks
  * nothing.  A decision that must store replaces exactly the version it read;
  * if another decision on the key got there first, the newest version is
- * locked, which queues this call behind the other, and decided again.
+ * locked, which queues this call behind the other, and decided again.  The
+ * clock (DECIDE_NOW) is read after each read: a decision that stores was
+ * made on the newest version, so after the clock of the one before it.
  *
  * With may_insert false (the memory store, which decides where a new key
  * lives), a key without a row is not inserted: the answer is false, nothing
  * was decided.
  */
 bool
-bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
+bucket_store_take(bytea *key, const GcraLimit *limit, int64 at, int32 cost,
 				  bool may_insert, GcraDecision *decision)
 {
 	BucketAccess access = {0};
@@ -547,7 +549,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 now, int32 cost,
 			decided = false;
 			break;
 		}
-		d = gcra_decide(limit, &bucket, now, cost);
+		d = gcra_decide(limit, &bucket, decision_time(at), cost);
 		if (!d.store || (stored = store_bucket(&access, &bucket, &d, limit)))
 			break;
 		CHECK_FOR_INTERRUPTS();
@@ -575,17 +577,6 @@ bucket_store_read(bytea *key, GcraBucket *bucket)
 	open_access(&access, key);
 	read_bucket(&access, bucket);
 	close_access(&access);
-}
-
-/*
- * Lock rl_buckets and its index as a decision does, so that a later
- * bucket_store_probe or bucket_store_insert never waits for a lock.
- */
-void
-bucket_store_lock_table(void)
-{
-	LockRelationOid(store_relid, RowExclusiveLock);
-	LockRelationOid(store_indexid, RowExclusiveLock);
 }
 
 /*
@@ -662,6 +653,29 @@ bucket_store_count(void)
 }
 
 /*
+ * Lock the newest version of the row of access and read it into *bucket:
+ * the version last read, following its update chain, or the row read afresh
+ * when there was none or it was deleted.  False when the key has no row.
+ */
+static bool
+lock_row(BucketAccess *access, GcraBucket *bucket)
+{
+	for (;;)
+	{
+		if (!bucket->present)
+		{
+			read_bucket(access, bucket);
+			if (!bucket->present)
+				return false;
+		}
+		if (lock_newest_bucket(access, bucket))
+			return true;
+		CHECK_FOR_INTERRUPTS();
+		bucket->present = false;
+	}
+}
+
+/*
  * Lock the newest version of the bucket of access, inserting a passed one
  * (the same as none) first when it has no row, so that there is a row to
  * lock; *bucket is then that version.
@@ -676,24 +690,71 @@ lock_bucket(BucketAccess *access, GcraBucket *bucket, const GcraLimit *limit,
 		Int64GetDatum(limit->interval_us)
 	};
 
-	while (!bucket->present || !lock_newest_bucket(access, bucket))
+	while (!lock_row(access, bucket))
 	{
 		CHECK_FOR_INTERRUPTS();
 		/* a concurrent insert of the key wins; then its row is read */
 		run_plan(PLAN_INSERT, values, NULL);
 		CommandCounterIncrement();
-		read_bucket(access, bucket);
 	}
 }
 
-/* Stored keys in one order, the order in which a call locks its buckets. */
-static int
-compare_keys(const void *a, const void *b)
+/*
+ * The row of key, locked, with *bucket its newest version; NULL when the
+ * key has no row.  For a decision the caller makes and stores with
+ * bucket_store_write_row; waits for the row's lock, so never call it under
+ * an LWLock.
+ */
+BucketAccess *
+bucket_store_lock_row(bytea *key, GcraBucket *bucket)
 {
-	const BucketAccess *x = *(BucketAccess *const *) a;
-	const BucketAccess *y = *(BucketAccess *const *) b;
+	BucketAccess *row = palloc0(sizeof(BucketAccess));
 
-	return memcmp(VARDATA_ANY(x->key), VARDATA_ANY(y->key), BUCKET_KEY_LEN);
+	open_access(row, key);
+	bucket->present = false;
+	if (lock_row(row, bucket))
+		return row;
+	bucket_store_close_row(row);
+	return NULL;
+}
+
+/* Store a decision on a locked row: nobody else can have changed it. */
+void
+bucket_store_write_row(BucketAccess *row, const GcraDecision *d,
+					   const GcraLimit *limit)
+{
+	if (swap_bucket(row, d, limit) != TM_Ok)
+		elog(ERROR, "a locked rate-limit bucket was changed by another transaction");
+	/* later calls in this transaction must see what this one stored */
+	CommandCounterIncrement();
+}
+
+void
+bucket_store_close_row(BucketAccess *row)
+{
+	close_access(row);
+	pfree(row);
+}
+
+/*
+ * order[] := the indexes of requests by stored key: the one order in which
+ * every call over several keys locks them, so that two calls over the same
+ * keys in any order never deadlock.  (An insertion sort: n <= 16.)
+ */
+void
+bucket_store_key_order(const StoreRequest *requests, int n, int *order)
+{
+	int			i;
+	int			j;
+
+	for (i = 0; i < n; i++)
+	{
+		for (j = i; j > 0 &&
+			 memcmp(VARDATA_ANY(requests[order[j - 1]].key),
+					VARDATA_ANY(requests[i].key), BUCKET_KEY_LEN) > 0; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
 }
 
 /*
@@ -702,19 +763,20 @@ compare_keys(const void *a, const void *b)
  *
  * As in bucket_store_take, the first reads take no lock, and a call that has
  * nothing to store then writes and locks nothing.  Otherwise the buckets
- * that may store (cost > 0) are locked in the order of their stored keys, so
- * that two calls over the same keys in any order never deadlock, and the
- * requests are decided again on the locked versions, which nobody else can
- * change before this transaction ends.
+ * that may store (cost > 0) are locked in the order of their stored keys
+ * (bucket_store_key_order), and the requests are decided again, at the
+ * clock read then, on the locked versions, which nobody else can change
+ * before this transaction ends.
  */
 void
-bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
+bucket_store_take_all(const StoreRequest *requests, int n, int64 at,
 					  GcraDecision *decisions)
 {
 	BucketAccess access[GCRA_MAX_REQUESTS] = {0};
-	BucketAccess *order[GCRA_MAX_REQUESTS];
+	int			order[GCRA_MAX_REQUESTS];
 	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
 	bool		must_store = false;
+	int64		now;
 	int			i;
 
 	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
@@ -725,31 +787,27 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 now,
 		gcra[i].limit = requests[i].limit;
 		gcra[i].cost = requests[i].cost;
 		gcra[i].shadow = requests[i].shadow;
-		order[i] = &access[i];
 	}
+	now = decision_time(at);
 	gcra_decide_all(gcra, n, now, decisions);
 	for (i = 0; i < n; i++)
 		must_store |= decisions[i].store;
 
 	if (must_store)
 	{
-		qsort(order, n, sizeof(BucketAccess *), compare_keys);
+		bucket_store_key_order(requests, n, order);
 		for (i = 0; i < n; i++)
 		{
-			int			r = order[i] - access;
+			int			r = order[i];
 
 			if (gcra[r].cost > 0)
 				lock_bucket(&access[r], &gcra[r].bucket, &gcra[r].limit, now);
 		}
-		gcra_decide_all(gcra, n, now, decisions);
+		/* the clock once the call holds its rows */
+		gcra_decide_all(gcra, n, decision_time(at), decisions);
 		for (i = 0; i < n; i++)
-		{
-			if (decisions[i].store &&
-				swap_bucket(&access[i], &decisions[i], &gcra[i].limit) != TM_Ok)
-				elog(ERROR, "a locked rate-limit bucket was changed by another transaction");
-		}
-		/* later calls in this transaction must see what this one stored */
-		CommandCounterIncrement();
+			if (decisions[i].store)
+				bucket_store_write_row(&access[i], &decisions[i], &gcra[i].limit);
 	}
 
 	for (i = 0; i < n; i++)

@@ -10,15 +10,17 @@
  *
  * A key's bucket lives in one place at a time.  A key that is not in memory
  * may have a row in rl_buckets: it spilled when its set was full, or it was
- * stored before the server switched stores.  So a miss, under its set's lock,
- * probes the table with a dirty snapshot, which also sees rows that other
- * transactions are still inserting; a row found there is where the key is
- * decided.  Otherwise the key takes a slot of its set that is free, holds a
- * bucket that has passed (the same as an absent one) or belongs to a dropped
- * installation of the extension; when there is none, its first bucket is
- * inserted into rl_buckets under the same lock, so that the next miss for the
- * key finds the row.  Table decisions made for this store never insert: when
- * the row is gone (cleanup deletes passed ones), the key comes back here.
+ * stored before the server switched stores.  So a miss probes the table with
+ * a dirty snapshot, which also sees rows that other transactions are still
+ * inserting; a row found there is where the key is decided, by the table
+ * store's rules.  Otherwise the key is given a place under a heavyweight
+ * lock on the key: a slot of its set that is free, holds a bucket that has
+ * passed (the same as an absent one) or belongs to a dropped installation of
+ * the extension; when there is none, a row of rl_buckets.  No LWLock is held
+ * while the table is read or written or while anything is waited for: such a
+ * wait could not be cancelled, and the deadlock detector could not see it.
+ * Table decisions made for this store never insert without the key lock:
+ * when the row is gone (cleanup deletes passed ones), the key comes back here.
  *
  * Slots carry the database and the OID of that database's rl_buckets, so one
  * database never answers another's keys and a dropped extension's buckets
@@ -114,24 +116,60 @@ slot_reusable(const MemorySlot *slot, Oid store_relid, int64 passed)
 		(slot->dboid == MyDatabaseId && slot->store_relid != store_relid);
 }
 
+/*
+ * A slot of set that a new key may take (slot_reusable), other than the
+ * taken ones: those of the other keys of the same call, whose buckets may
+ * have passed.
+ */
 static MemorySlot *
-reusable_slot(MemorySet *set, Oid store_relid, int64 now)
+reusable_slot(MemorySet *set, Oid store_relid, int64 now,
+			  MemorySlot *const *taken, int ntaken)
 {
 	int64		passed = passed_before(now);
 	int			i;
+	int			j;
 
 	for (i = 0; i < SET_SLOTS; i++)
-		if (slot_reusable(&set->slots[i], store_relid, passed))
-			return &set->slots[i];
+	{
+		MemorySlot *slot = &set->slots[i];
+
+		if (!slot_reusable(slot, store_relid, passed))
+			continue;
+		for (j = 0; j < ntaken && taken[j] != slot; j++)
+			;
+		if (j == ntaken)
+			return slot;
+	}
 	return NULL;
+}
+
+/* Give slot to key, holding a passed bucket: the same as none. */
+static void
+take_slot(MemorySlot *slot, const uint8 *key, Oid store_relid)
+{
+	slot->dboid = MyDatabaseId;
+	slot->store_relid = store_relid;
+	memcpy(slot->key, key, BUCKET_KEY_LEN);
+	slot->tat_us = PG_INT64_MIN;
+	slot->interval_us = 1;
+}
+
+static void
+bucket_of_slot(const MemorySlot *slot, GcraBucket *bucket)
+{
+	bucket->present = true;
+	bucket->tat_us = slot->tat_us;
+	bucket->interval_us = slot->interval_us;
 }
 
 static GcraDecision
 decide_in_slot(MemorySlot *slot, const GcraLimit *limit, int64 now, int32 cost)
 {
-	GcraBucket	bucket = {true, slot->tat_us, slot->interval_us};
-	GcraDecision d = gcra_decide(limit, &bucket, now, cost);
+	GcraBucket	bucket;
+	GcraDecision d;
 
+	bucket_of_slot(slot, &bucket);
+	d = gcra_decide(limit, &bucket, now, cost);
 	if (d.store)
 	{
 		slot->tat_us = d.new_tat_us;
@@ -156,240 +194,372 @@ memory_store_in_use(void)
 }
 
 /*
- * Decide a request for a key that was not in memory: find where it lives or
- * give it a place, as the file header describes.  Called as the store owner.
+ * The heavyweight lock that serialises giving key a place (a miss, a spill):
+ * an advisory lock of this database, tagged apart from pg_advisory_lock's.
+ * Waiting for it can be cancelled, and the deadlock detector sees it.
  */
-static GcraDecision
-take_missing(const char *function, MemorySet *set, bytea *key,
-			 const GcraLimit *limit, int64 now, int32 cost)
+#define KEY_LOCK_TAG 0x524c		/* "RL" */
+
+static void
+key_lock_tag(LOCKTAG *tag, const bytea *key)
+{
+	uint32		words[2];
+
+	memcpy(words, VARDATA_ANY(key), sizeof(words));
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, words[0], words[1], KEY_LOCK_TAG);
+}
+
+static void
+lock_key(const bytea *key)
+{
+	LOCKTAG		tag;
+
+	key_lock_tag(&tag, key);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+static void
+unlock_key(const bytea *key)
+{
+	LOCKTAG		tag;
+
+	key_lock_tag(&tag, key);
+	LockRelease(&tag, ExclusiveLock, false);
+}
+
+/*
+ * Whether key lives in rl_buckets, once a transaction still inserting its
+ * row has ended.  Index and heap access, and a wait: never under an LWLock.
+ */
+static bool
+in_table(bytea *key)
+{
+	TransactionId inserting;
+
+	while (bucket_store_probe(key, &inserting))
+	{
+		if (!TransactionIdIsValid(inserting))
+			return true;
+		XactLockTableWait(inserting, NULL, NULL, XLTW_None);
+	}
+	return false;
+}
+
+/*
+ * Decide a request in the slot of key, under its set's lock, at the clock
+ * read once the lock is held; with claim, a key without a slot takes a
+ * reusable one.  False when the key has no slot: nothing was decided.
+ */
+static bool
+decide_in_memory(MemorySet *set, const uint8 *key, const GcraLimit *limit,
+				 int64 at, int32 cost, bool claim, GcraDecision *d)
+{
+	Oid			store_relid = bucket_store_relid();
+	MemorySlot *slot;
+	int64		now;
+
+	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
+	now = decision_time(at);
+	slot = find_slot(set, key, store_relid);
+	if (slot == NULL && claim &&
+		(slot = reusable_slot(set, store_relid, now, NULL, 0)) != NULL)
+		take_slot(slot, key, store_relid);
+	if (slot != NULL)
+		*d = decide_in_slot(slot, limit, now, cost);
+	LWLockRelease(&set->lock);
+	return slot != NULL;
+}
+
+/*
+ * Decide a request of cost at time at; called as the store owner.
+ *
+ * A key in memory is decided under its set's lock alone.  Otherwise a key
+ * with a row is decided in rl_buckets, by the table store's rules.  An
+ * absent key that must store is given a place under its key lock, after the
+ * probe has found no row there (nobody inserts one without that lock): a
+ * reusable slot of its set, or, when the set is full of live buckets, a row
+ * of rl_buckets; the lock is then held until that row commits, so the next
+ * miss for the key finds it.
+ */
+GcraDecision
+memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
+				  int64 at, int32 cost)
 {
 	const uint8 *digest = (const uint8 *) VARDATA(key);
-	Oid			store_relid = bucket_store_relid();
+	MemorySet  *set = set_of(digest, MyDatabaseId);
+	GcraBucket	absent = {0};
+	GcraDecision d;
 
+	if (decide_in_memory(set, digest, limit, at, cost, false, &d))
+		return d;
 	for (;;)
 	{
-		MemorySlot *slot;
-		TransactionId inserting;
-		GcraBucket	absent = {0};
-		GcraDecision d;
-		bool		inserted;
-
 		CHECK_FOR_INTERRUPTS();
-		/* the probe and the insert below must not wait under the set lock */
-		bucket_store_lock_table();
-		LWLockAcquire(&set->lock, LW_EXCLUSIVE);
-
-		slot = find_slot(set, digest, store_relid);
-		if (slot != NULL)
+		if (in_table(key))
 		{
-			d = decide_in_slot(slot, limit, now, cost);
-			LWLockRelease(&set->lock);
-			return d;
-		}
-
-		if (bucket_store_probe(key, &inserting))
-		{
-			LWLockRelease(&set->lock);
-			if (TransactionIdIsValid(inserting))
-				XactLockTableWait(inserting, NULL, NULL, XLTW_None);
-			if (cost > 0)
-				PreventCommandIfReadOnly(function);
-			if (bucket_store_take(key, limit, now, cost, false, &d))
+			store_check_writable(function, cost);
+			if (bucket_store_take(key, limit, at, cost, false, &d))
 				return d;
 			continue;			/* the row went away: choose again */
 		}
 
-		d = gcra_decide(limit, &absent, now, cost);
+		/* a denial or a peek of an absent key stores nothing */
+		d = gcra_decide(limit, &absent, decision_time(at), cost);
 		if (!d.store)
-		{
-			/* a denial or a peek of an absent key stores nothing */
-			LWLockRelease(&set->lock);
 			return d;
-		}
 
-		slot = reusable_slot(set, store_relid, now);
-		if (slot != NULL)
+		lock_key(key);
+		if (!in_table(key))
 		{
-			slot->dboid = MyDatabaseId;
-			slot->store_relid = store_relid;
-			memcpy(slot->key, digest, BUCKET_KEY_LEN);
-			slot->tat_us = d.new_tat_us;
-			slot->interval_us = limit->interval_us;
-			LWLockRelease(&set->lock);
-			return d;
+			if (decide_in_memory(set, digest, limit, at, cost, true, &d))
+			{
+				unlock_key(key);
+				return d;
+			}
+			store_check_writable(function, cost);
+			d = gcra_decide(limit, &absent, decision_time(at), cost);
+			if (bucket_store_insert(key, d.new_tat_us, limit->interval_us))
+				return d;
 		}
-
-		/*
-		 * The set is full of live buckets: the key goes to rl_buckets,
-		 * inserted under the set lock so that the next miss finds it.  An
-		 * error here releases the lock with the (sub)transaction.
-		 */
-		PreventCommandIfReadOnly(function);
-		inserted = bucket_store_insert(key, d.new_tat_us, limit->interval_us);
-		LWLockRelease(&set->lock);
-		if (inserted)
-			return d;
+		unlock_key(key);
 	}
 }
 
-/* Decide a request of cost at now; called as the store owner. */
-GcraDecision
-memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
-				  int64 now, int32 cost)
+/* The sets of a call's keys, each once, in the one order they are locked. */
+typedef struct CallSets
 {
-	const uint8 *digest = (const uint8 *) VARDATA(key);
-	MemorySet  *set = set_of(digest, MyDatabaseId);
-	MemorySlot *slot;
-	GcraDecision d;
-
-	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
-	slot = find_slot(set, digest, bucket_store_relid());
-	if (slot != NULL)
-	{
-		d = decide_in_slot(slot, limit, now, cost);
-		LWLockRelease(&set->lock);
-		return d;
-	}
-	LWLockRelease(&set->lock);
-	return take_missing(function, set, key, limit, now, cost);
-}
-
-/*
- * rl_take_all in memory: every set of the request is locked, in the order of
- * the sets, so two calls over the same keys never deadlock and the decision
- * sees and stores all its buckets at one instant.  When a key lives in
- * rl_buckets, or a new key finds no slot, the whole request is decided in
- * the table instead: its keys in memory move there first (under their set
- * locks, so the next miss finds their rows), and its new keys get a passed
- * row there (the same as no bucket), as a spill does.
- */
-void
-memory_store_take_all(const char *function, const StoreRequest *requests,
-					  int n, int64 now, GcraDecision *decisions)
-{
-	Oid			store_relid = bucket_store_relid();
-	MemorySet  *sets[GCRA_MAX_REQUESTS];
+	MemorySet  *of[GCRA_MAX_REQUESTS];	/* the set of each request */
 	MemorySet  *locked[GCRA_MAX_REQUESTS];
-	MemorySlot *slots[GCRA_MAX_REQUESTS];
-	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
-	bool		in_table = false;
-	int			nlocked = 0;
+	int			nlocked;
+} CallSets;
+
+static void
+call_sets(const StoreRequest *requests, int n, CallSets *sets)
+{
 	int			i;
 	int			j;
 
-	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
-	bucket_store_lock_table();
+	sets->nlocked = 0;
 	for (i = 0; i < n; i++)
 	{
-		sets[i] = set_of((const uint8 *) VARDATA(requests[i].key), MyDatabaseId);
-		for (j = 0; j < nlocked && locked[j] != sets[i]; j++)
+		sets->of[i] = set_of((const uint8 *) VARDATA(requests[i].key), MyDatabaseId);
+		for (j = 0; j < sets->nlocked && sets->locked[j] != sets->of[i]; j++)
 			;
-		if (j == nlocked)
-			locked[nlocked++] = sets[i];
+		if (j == sets->nlocked)
+			sets->locked[sets->nlocked++] = sets->of[i];
 	}
-	/* the canonical order: by address of the set */
-	for (i = 1; i < nlocked; i++)
-		for (j = i; j > 0 && locked[j - 1] > locked[j]; j--)
+	/* by address, so two calls over the same keys never deadlock */
+	for (i = 1; i < sets->nlocked; i++)
+		for (j = i; j > 0 && sets->locked[j - 1] > sets->locked[j]; j--)
 		{
-			MemorySet  *t = locked[j];
+			MemorySet  *t = sets->locked[j];
 
-			locked[j] = locked[j - 1];
-			locked[j - 1] = t;
+			sets->locked[j] = sets->locked[j - 1];
+			sets->locked[j - 1] = t;
 		}
-	for (i = 0; i < nlocked; i++)
-		LWLockAcquire(&locked[i]->lock, LW_EXCLUSIVE);
+}
 
-	for (i = 0; i < n && !in_table; i++)
+static void
+lock_call_sets(const CallSets *sets)
+{
+	int			i;
+
+	for (i = 0; i < sets->nlocked; i++)
+		LWLockAcquire(&sets->locked[i]->lock, LW_EXCLUSIVE);
+}
+
+static void
+unlock_call_sets(const CallSets *sets)
+{
+	int			i;
+
+	for (i = 0; i < sets->nlocked; i++)
+		LWLockRelease(&sets->locked[i]->lock);
+}
+
+/* Store the decisions of requests that live in slots (NULL: elsewhere). */
+static void
+store_in_slots(const StoreRequest *requests, int n, MemorySlot *const *slots,
+			   const GcraDecision *decisions)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		if (slots[i] != NULL && decisions[i].store)
+		{
+			slots[i]->tat_us = decisions[i].new_tat_us;
+			slots[i]->interval_us = requests[i].limit.interval_us;
+		}
+}
+
+/*
+ * rl_take_all in memory; called as the store owner.
+ *
+ * The sets of the call's keys are locked in one order, so that the call sees
+ * and stores its memory buckets at one instant.  When every key is in
+ * memory, that is the whole decision.  Otherwise the keys elsewhere are read
+ * in rl_buckets without a lock, and a call that has nothing to store (a
+ * denial or peeks) ends there, having written and locked nothing.
+ *
+ * A call that stores never moves a bucket: each key is decided where it
+ * lives.  It takes the key lock of each key it stores, in key order, so that
+ * no key changes place meanwhile; probes each (no row can appear while the
+ * lock is held), and locks the rows it finds, in the same order.  Then, under
+ * the set locks, it decides every request at one clock, on the locked rows
+ * and the memory buckets, and stores in memory; a new key that finds no
+ * reusable slot gets a passed row (the same as no bucket), and the step is
+ * made again.  The locked rows are written last: nobody else can change them
+ * before this transaction ends, and they follow the table store's rules.
+ */
+void
+memory_store_take_all(const char *function, const StoreRequest *requests,
+					  int n, int64 at, GcraDecision *decisions)
+{
+	Oid			store_relid = bucket_store_relid();
+	CallSets	sets;
+	MemorySlot *slots[GCRA_MAX_REQUESTS];
+	BucketAccess *rows[GCRA_MAX_REQUESTS] = {0};
+	bool		spilled[GCRA_MAX_REQUESTS] = {0};
+	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
+	int			order[GCRA_MAX_REQUESTS];
+	int32		table_cost = 0;
+	bool		all_in_memory = true;
+	bool		must_store = false;
+	int			i;
+
+	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
+	call_sets(requests, n, &sets);
+
+	lock_call_sets(&sets);
+	for (i = 0; i < n; i++)
 	{
-		TransactionId inserting;
-
 		gcra[i].limit = requests[i].limit;
 		gcra[i].cost = requests[i].cost;
 		gcra[i].shadow = requests[i].shadow;
-		slots[i] = find_slot(sets[i], (const uint8 *) VARDATA(requests[i].key),
+		slots[i] = find_slot(sets.of[i], (const uint8 *) VARDATA(requests[i].key),
 							 store_relid);
 		if (slots[i] != NULL)
-		{
-			gcra[i].bucket.present = true;
-			gcra[i].bucket.tat_us = slots[i]->tat_us;
-			gcra[i].bucket.interval_us = slots[i]->interval_us;
-		}
-		else if (bucket_store_probe(requests[i].key, &inserting))
-			in_table = true;
+			bucket_of_slot(slots[i], &gcra[i].bucket);
+		else
+			all_in_memory = false;
 	}
-
-	if (!in_table)
+	if (all_in_memory)
 	{
-		MemorySlot *claimed[GCRA_MAX_REQUESTS] = {0};
-
-		gcra_decide_all(gcra, n, now, decisions);
-		/* a new key that stores needs a slot: find them all before writing */
-		for (i = 0; i < n && !in_table; i++)
-		{
-			if (slots[i] != NULL || !decisions[i].store)
-				continue;
-			for (j = 0; j < SET_SLOTS; j++)
-			{
-				MemorySlot *slot = &sets[i]->slots[j];
-				int			k;
-
-				if (!slot_reusable(slot, store_relid, passed_before(now)))
-					continue;
-				for (k = 0; k < i && claimed[k] != slot; k++)
-					;
-				if (k == i)
-					break;
-			}
-			if (j == SET_SLOTS)
-				in_table = true;
-			else
-				claimed[i] = &sets[i]->slots[j];
-		}
-		if (!in_table)
-		{
-			for (i = 0; i < n; i++)
-			{
-				MemorySlot *slot = slots[i] != NULL ? slots[i] : claimed[i];
-
-				if (!decisions[i].store)
-					continue;
-				if (slot == claimed[i])
-				{
-					slot->dboid = MyDatabaseId;
-					slot->store_relid = store_relid;
-					memcpy(slot->key, VARDATA(requests[i].key), BUCKET_KEY_LEN);
-				}
-				slot->tat_us = decisions[i].new_tat_us;
-				slot->interval_us = requests[i].limit.interval_us;
-			}
-			for (i = 0; i < nlocked; i++)
-				LWLockRelease(&locked[i]->lock);
-			return;
-		}
+		gcra_decide_all(gcra, n, decision_time(at), decisions);
+		store_in_slots(requests, n, slots, decisions);
+		unlock_call_sets(&sets);
+		return;
 	}
+	unlock_call_sets(&sets);
 
-	/* decided in the table: move the request's keys there first */
-	PreventCommandIfReadOnly(function);
+	for (i = 0; i < n; i++)
+		if (slots[i] == NULL)
+		{
+			bucket_store_read(requests[i].key, &gcra[i].bucket);
+			if (gcra[i].bucket.present)
+				table_cost = Max(table_cost, gcra[i].cost);
+		}
+	/* keys that live in rl_buckets follow the table store's rules */
+	store_check_writable(function, table_cost);
+	gcra_decide_all(gcra, n, decision_time(at), decisions);
+	for (i = 0; i < n; i++)
+		must_store |= decisions[i].store;
+	if (!must_store)
+		return;
+
+	bucket_store_key_order(requests, n, order);
+	for (i = 0; i < n; i++)
+		if (requests[order[i]].cost > 0)
+			lock_key(requests[order[i]].key);
 	for (i = 0; i < n; i++)
 	{
-		const uint8 *digest = (const uint8 *) VARDATA(requests[i].key);
-		MemorySlot *slot = find_slot(sets[i], digest, store_relid);
-		TransactionId inserting;
+		int			r = order[i];
 
-		if (slot != NULL)
+		if (requests[r].cost > 0 && in_table(requests[r].key))
 		{
-			(void) bucket_store_insert(requests[i].key, slot->tat_us,
-									   slot->interval_us);
-			slot->dboid = InvalidOid;
+			store_check_writable(function, requests[r].cost);
+			/* NULL: cleanup deleted the passed row meanwhile */
+			rows[r] = bucket_store_lock_row(requests[r].key, &gcra[r].bucket);
 		}
-		else if (requests[i].cost > 0 &&
-				 !bucket_store_probe(requests[i].key, &inserting))
-			(void) bucket_store_insert(requests[i].key, now - 1,
-									   requests[i].limit.interval_us);
 	}
-	for (i = 0; i < nlocked; i++)
-		LWLockRelease(&locked[i]->lock);
-	bucket_store_take_all(requests, n, now, decisions);
+
+	for (;;)
+	{
+		MemorySlot *taken[GCRA_MAX_REQUESTS];
+		bool		claimed[GCRA_MAX_REQUESTS] = {0};
+		int			ntaken = 0;
+		bool		spill = false;
+		int64		now;
+
+		lock_call_sets(&sets);
+		for (i = 0; i < n; i++)
+		{
+			slots[i] = NULL;
+			if (rows[i] != NULL)
+				continue;
+			slots[i] = find_slot(sets.of[i], (const uint8 *) VARDATA(requests[i].key),
+								 store_relid);
+			if (slots[i] != NULL)
+			{
+				bucket_of_slot(slots[i], &gcra[i].bucket);
+				taken[ntaken++] = slots[i];
+			}
+			else if (requests[i].cost > 0)
+				gcra[i].bucket.present = false;
+			/* a peek not in memory now keeps its first read */
+		}
+		now = decision_time(at);
+		gcra_decide_all(gcra, n, now, decisions);
+
+		/* a new key that stores needs a slot: find them all before writing */
+		for (i = 0; i < n; i++)
+		{
+			if (rows[i] != NULL || slots[i] != NULL || !decisions[i].store)
+				continue;
+			slots[i] = reusable_slot(sets.of[i], store_relid, now, taken, ntaken);
+			if (slots[i] == NULL)
+				spilled[i] = spill = true;
+			else
+				taken[ntaken++] = slots[i];
+			claimed[i] = slots[i] != NULL;
+		}
+		if (!spill)
+		{
+			for (i = 0; i < n; i++)
+				if (claimed[i])
+					take_slot(slots[i], (const uint8 *) VARDATA(requests[i].key),
+							  store_relid);
+			store_in_slots(requests, n, slots, decisions);
+			unlock_call_sets(&sets);
+			break;
+		}
+		unlock_call_sets(&sets);
+
+		/* its set is full of live buckets: the key goes to rl_buckets */
+		for (i = 0; i < n; i++)
+			if (spilled[i] && rows[i] == NULL)
+			{
+				store_check_writable(function, requests[i].cost);
+				(void) bucket_store_insert(requests[i].key, now - 1,
+										   requests[i].limit.interval_us);
+				rows[i] = bucket_store_lock_row(requests[i].key, &gcra[i].bucket);
+				if (rows[i] == NULL)
+					elog(ERROR, "a rate-limit bucket inserted under its key lock is gone");
+			}
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		if (rows[i] != NULL)
+		{
+			if (decisions[i].store)
+				bucket_store_write_row(rows[i], &decisions[i], &requests[i].limit);
+			bucket_store_close_row(rows[i]);
+		}
+		/* the lock of a spilled key is held until its row commits */
+		if (requests[i].cost > 0 && !spilled[i])
+			unlock_key(requests[i].key);
+	}
 }
 
 /*
@@ -402,11 +572,8 @@ memory_store_refund(const char *function, bytea *key, int64 now, int32 cost)
 	const uint8 *digest = (const uint8 *) VARDATA(key);
 	MemorySet  *set = set_of(digest, MyDatabaseId);
 	MemorySlot *slot;
-	TransactionId inserting;
 	bool		changed = false;
-	bool		in_table;
 
-	bucket_store_lock_table();
 	LWLockAcquire(&set->lock, LW_EXCLUSIVE);
 	slot = find_slot(set, digest, bucket_store_relid());
 	if (slot != NULL)
@@ -423,13 +590,10 @@ memory_store_refund(const char *function, bytea *key, int64 now, int32 cost)
 		LWLockRelease(&set->lock);
 		return changed;
 	}
-	in_table = bucket_store_probe(key, &inserting);
 	LWLockRelease(&set->lock);
-	if (!in_table)
+	if (!in_table(key))
 		return false;
-	if (TransactionIdIsValid(inserting))
-		XactLockTableWait(inserting, NULL, NULL, XLTW_None);
-	PreventCommandIfReadOnly(function);
+	store_check_writable(function, cost);
 	return bucket_store_refund(key, now, cost);
 }
 

@@ -250,7 +250,7 @@ rl_take_policy(PG_FUNCTION_ARGS)
 		refuse_limit(error, policy.rate, policy.burst, cost);
 
 	d = store_take(fcinfo->flinfo->fn_oid, "rl_take", bucket_key(limiter, key),
-				   &limit, now, cost);
+				   &limit, DECIDE_NOW, cost);
 	stats_count(limiter, &d, policy.shadow);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
 }

@@ -83,6 +83,20 @@ extern const uint8 *key_secret(size_t *len);
 extern bytea *bucket_key(text *limiter, text *key);
 
 /*
+ * The time a decision is made at: a given one (rl_take_at), or DECIDE_NOW,
+ * the server clock read once the call holds its key (its row lock or its
+ * memory set), so that the decisions on a key are ordered by their clocks.
+ * An explicit time is finite, so it is never DECIDE_NOW.
+ */
+#define DECIDE_NOW DT_NOBEGIN
+
+static inline int64
+decision_time(int64 at)
+{
+	return at == DECIDE_NOW ? GetCurrentTimestamp() : at;
+}
+
+/*
  * One request of a decision over several buckets (rl_take_all): the stored
  * key, the limit and cost, and whether the limit is only observed (shadow).
  */
@@ -100,9 +114,9 @@ typedef struct StoreRequest
  * function's: the extension's objects live where it does.
  */
 extern GcraDecision store_take(Oid fn_oid, const char *function, bytea *key,
-							   const GcraLimit *limit, int64 now, int32 cost);
+							   const GcraLimit *limit, int64 at, int32 cost);
 extern void store_take_all(Oid fn_oid, const char *function,
-						   const StoreRequest *requests, int n, int64 now,
+						   const StoreRequest *requests, int n, int64 at,
 						   GcraDecision *decisions);
 extern bool store_refund(Oid fn_oid, const char *function, bytea *key,
 						 int64 now, int32 cost);
@@ -114,16 +128,24 @@ extern void store_check_writable(const char *function, int32 cost);
 extern void bucket_store_connect(Oid fn_oid);
 extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);
-extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 now,
+extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 at,
 							  int32 cost, bool may_insert, GcraDecision *decision);
 extern void bucket_store_read(bytea *key, GcraBucket *bucket);
-extern void bucket_store_lock_table(void);
 extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
 extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
 extern Oid	bucket_store_relid(void);
 extern int64 bucket_store_count(void);
+extern void bucket_store_key_order(const StoreRequest *requests, int n,
+								   int *order);
 extern void bucket_store_take_all(const StoreRequest *requests, int n,
-								  int64 now, GcraDecision *decisions);
+								  int64 at, GcraDecision *decisions);
+
+/* one row of rl_buckets, locked for a decision the caller makes */
+typedef struct BucketAccess BucketAccess;
+extern BucketAccess *bucket_store_lock_row(bytea *key, GcraBucket *bucket);
+extern void bucket_store_write_row(BucketAccess *row, const GcraDecision *d,
+								   const GcraLimit *limit);
+extern void bucket_store_close_row(BucketAccess *row);
 extern bool bucket_store_refund(bytea *key, int64 now, int32 cost);
 extern bool bucket_store_delete(bytea *key);
 extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
@@ -135,11 +157,11 @@ extern void memory_store_define_settings(void);
 extern void memory_store_register(void);
 extern bool memory_store_in_use(void);
 extern GcraDecision memory_store_take(const char *function, bytea *key,
-									  const GcraLimit *limit, int64 now,
+									  const GcraLimit *limit, int64 at,
 									  int32 cost);
 extern void memory_store_take_all(const char *function,
 								  const StoreRequest *requests, int n,
-								  int64 now, GcraDecision *decisions);
+								  int64 at, GcraDecision *decisions);
 extern bool memory_store_refund(const char *function, bytea *key, int64 now,
 								int32 cost);
 extern bool memory_store_read(bytea *key, GcraBucket *bucket);

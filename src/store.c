@@ -88,7 +88,7 @@ store_check_writable(const char *function, int32 cost)
 
 GcraDecision
 store_take(Oid fn_oid, const char *function, bytea *key,
-		   const GcraLimit *limit, int64 now, int32 cost)
+		   const GcraLimit *limit, int64 at, int32 cost)
 {
 	GcraDecision d;
 
@@ -96,24 +96,24 @@ store_take(Oid fn_oid, const char *function, bytea *key,
 	if (memory_store_in_use())
 	{
 		bucket_store_connect(fn_oid);
-		d = memory_store_take(function, key, limit, now, cost);
+		d = memory_store_take(function, key, limit, at, cost);
 		bucket_store_disconnect();
 		return d;
 	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
-	(void) bucket_store_take(key, limit, now, cost, true, &d);
+	(void) bucket_store_take(key, limit, at, cost, true, &d);
 	bucket_store_disconnect();
 	return d;
 }
 
 /*
- * Decide n requests all or nothing (gcra_decide_all); decisions[i] is what
- * was decided and stored for requests[i].
+ * Decide n requests all or nothing (gcra_decide_all) at one time; decisions[i]
+ * is what was decided and stored for requests[i].
  */
 void
 store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
-			   int n, int64 now, GcraDecision *decisions)
+			   int n, int64 at, GcraDecision *decisions)
 {
 	int32		cost = 0;
 	int			i;
@@ -124,13 +124,13 @@ store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
 	if (memory_store_in_use())
 	{
 		bucket_store_connect(fn_oid);
-		memory_store_take_all(function, requests, n, now, decisions);
+		memory_store_take_all(function, requests, n, at, decisions);
 		bucket_store_disconnect();
 		return;
 	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
-	bucket_store_take_all(requests, n, now, decisions);
+	bucket_store_take_all(requests, n, at, decisions);
 	bucket_store_disconnect();
 }
 

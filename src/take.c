@@ -148,9 +148,9 @@ decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d, bool shadow)
 											 values, nulls));
 }
 
-/* The body of rl_take and rl_take_at, deciding at time now. */
+/* The body of rl_take and rl_take_at, deciding at time at (DECIDE_NOW). */
 static Datum
-take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
+take(FunctionCallInfo fcinfo, const char *function, TimestampTz at)
 {
 	text	   *limiter = required_text_argument(fcinfo, ARG_LIMITER, "limiter");
 	text	   *key = required_text_argument(fcinfo, ARG_KEY, "key");
@@ -168,14 +168,15 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 	burst = PG_GETARG_INT32(ARG_BURST);
 	cost = PG_GETARG_INT32(ARG_COST);
 
-	error = gcra_limit_init(&limit, rate, burst, now, END_TIMESTAMP - 1);
+	error = gcra_limit_init(&limit, rate, burst, decision_time(at),
+							END_TIMESTAMP - 1);
 	if (error == GCRA_OK && cost < 0)
 		error = GCRA_BAD_COST;
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
 
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
-				   &limit, now, cost);
+				   &limit, at, cost);
 	stats_count(limiter, &d, false);
 
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, false));
@@ -186,7 +187,7 @@ Datum
 rl_take(PG_FUNCTION_ARGS)
 {
 	/* the clock when the decision is made, not when the transaction began */
-	return take(fcinfo, "rl_take", GetCurrentTimestamp());
+	return take(fcinfo, "rl_take", DECIDE_NOW);
 }
 
 /* rl_take_at(limiter, key, rate, burst, cost, at): decide at a given time */

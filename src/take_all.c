@@ -176,8 +176,8 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 								   TextDatumGetCString(limiters.values[i]),
 								   TextDatumGetCString(keys.values[i]))));
 
-	store_take_all(fcinfo->flinfo->fn_oid, "rl_take_all", requests, n, now,
-				   decisions);
+	store_take_all(fcinfo->flinfo->fn_oid, "rl_take_all", requests, n,
+				   DECIDE_NOW, decisions);
 	stats_count_all(limiters.values, requests, decisions, n);
 	for (i = 0; i < n; i++)
 		shadow[i] = requests[i].shadow;
