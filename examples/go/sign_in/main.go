@@ -29,7 +29,7 @@ func main() {
 		}
 		ip, _ := ratelimit.IPKey(ratelimit.RequestIP(r, nginx), 64)
 		// both policies, all or nothing: 429 when either refuses
-		d, err := rl.TakeAll(r.Context(), []ratelimit.Request{address.Request(ip, 1), failures.Request(email, 1)})
+		d, err := rl.TakeAllPolicy(r.Context(), []ratelimit.Request{address.Request(ip, 1), failures.Request(email, 1)})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError) // bad use, never an outage
 			return
