@@ -166,16 +166,25 @@ slot_reusable(const MemorySlot *slot, Oid store_relid, int64 passed)
 		(slot->dboid == MyDatabaseId && slot->store_relid != store_relid);
 }
 
+/*
+ * A free slot first: a passed bucket is the same as an absent one, but it is
+ * found again without a miss (and its probe of rl_buckets) while it stays.
+ */
 static MemorySlot *
 reusable_slot(MemorySet *set, Oid store_relid, int64 now)
 {
 	int64		passed = passed_before(now);
+	MemorySlot *reusable = NULL;
 	int			i;
 
 	for (i = 0; i < SET_SLOTS; i++)
-		if (slot_reusable(&set->slots[i], store_relid, passed))
+	{
+		if (set->slots[i].dboid == InvalidOid)
 			return &set->slots[i];
-	return NULL;
+		if (reusable == NULL && slot_reusable(&set->slots[i], store_relid, passed))
+			reusable = &set->slots[i];
+	}
+	return reusable;
 }
 
 static GcraDecision

@@ -15,6 +15,7 @@
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "utils/memutils.h"
 
 PG_MODULE_MAGIC;
 
@@ -22,24 +23,25 @@ PG_FUNCTION_INFO_V1(rl_floor);
 
 /*
  * rl_floor(limiter, key, rate, burst, cost) RETURNS rl_decision: always
- * allowed, with a full bucket's remaining and no wait.  The descriptor is
- * made once per call site, as a function returning a composite would.
+ * allowed, with a full bucket's remaining and no wait.  The blessed
+ * descriptor is made once per backend, as rl_take keeps its own.
  */
 Datum
 rl_floor(PG_FUNCTION_ARGS)
 {
-	TupleDesc	desc = fcinfo->flinfo->fn_extra;
+	static TupleDesc desc = NULL;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 
 	if (desc == NULL)
 	{
-		MemoryContext old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+		TupleDesc	found;
+		MemoryContext old;
 
-		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		if (get_call_result_type(fcinfo, NULL, &found) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
-		desc = BlessTupleDesc(CreateTupleDescCopy(desc));
-		fcinfo->flinfo->fn_extra = desc;
+		old = MemoryContextSwitchTo(TopMemoryContext);
+		desc = BlessTupleDesc(CreateTupleDescCopy(found));
 		MemoryContextSwitchTo(old);
 	}
 	values[0] = BoolGetDatum(true);
