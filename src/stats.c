@@ -12,7 +12,7 @@
  * leaves them.
  *
  * A decision takes no lock that other backends take: each backend keeps the
- * entries it has counted in (cache, below) and adds to their atomics under
+ * entries it has counted in a local cache and adds to their atomics under
  * its own counting lock, which only a removal of entries ever waits for.
  * The table's lock is taken to find or add an entry the cache does not
  * hold, and exclusively to add or remove entries.  Entries never move while
@@ -21,7 +21,7 @@
  * dropped at its next use; once every counting lock has been taken and
  * released, no count can still reach a retired entry and its slot may hold
  * another.  Entries of databases that no longer exist are freed when the
- * table is full (nobody counts in a dropped database, so they need no
+ * table is full, at most once a second (nobody counts in a dropped database, so they need no
  * wait), so a new database always counts under its own names.
  *
  * Both need shared memory, which only a preloaded library can reserve;
