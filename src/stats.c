@@ -21,8 +21,9 @@
  * dropped at its next use; once every counting lock has been taken and
  * released, no count can still reach a retired entry and its slot may hold
  * another.  Entries of databases that no longer exist are freed when the
- * table is full, at most once a second (nobody counts in a dropped database, so they need no
- * wait), so a new database always counts under its own names.
+ * table is full, at most once a second (nobody counts in a dropped
+ * database, so they need no wait): a new database counts under its own
+ * names.
  *
  * Both need shared memory, which only a preloaded library can reserve;
  * without it decisions are not counted and reading the counts is an error.
