@@ -37,6 +37,11 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# bucket_key.c hashes with the OpenSSL the server is built with
+ifeq ($(with_ssl),openssl)
+SHLIB_LINK += -lcrypto
+endif
+
 $(OBJS): include/gcra.h src/ratelimit.h | $(CURDIR)/src
 src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h
 src/memory_store.o src/memory_save.o: src/memory_store.h

@@ -1,2 +1,2 @@
 \set k random(1, 100000)
-SELECT * FROM rl_take('spread', 'user' || :k);
+SELECT * FROM rl_take('spread_policy', 'user' || :k);

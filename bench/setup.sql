@@ -41,8 +41,10 @@ END $$;
 -- warm every key of the spread runs, and exhaust the denied key
 SELECT count(*) FROM (SELECT rl_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
 SELECT count(*) FROM (SELECT plpgsql_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
--- the policy call decides the spread keys by a policy of the same limit
-INSERT INTO rl_policies VALUES ('spread', 10, 100);
+-- the policy call decides the same keys by a policy of the same limit, under
+-- a limiter name of its own (a limiter with a policy is decided by it only)
+INSERT INTO rl_policies VALUES ('spread_policy', 10, 100);
+SELECT count(*) FROM (SELECT rl_take('spread_policy', 'user' || k) FROM generate_series(1, 100000) AS k) s;
 SELECT count(*) FROM (SELECT rl_take_all(ARRAY['pair_ip', 'pair_account'], ARRAY['ip' || k, 'user' || k],
 										 ARRAY[10, 10]::float8[], ARRAY[100, 100])
 					  FROM generate_series(1, 100000) AS k) s;

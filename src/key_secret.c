@@ -39,6 +39,12 @@ static const FileSecret *file_secret = NULL;
 static bool file_refused_at_load = false;
 
 /*
+ * Counts the changes of either setting, so that bucket_key.c knows when the
+ * key schedule it keeps is stale without comparing secrets on every call.
+ */
+static uint64 generation = 1;
+
+/*
  * Read the secret from path into buf (MAX_SECRET_FILE_SIZE + 1 bytes); answers
  * its length, or -1 with the reason in GUC_check_errdetail.
  */
@@ -139,6 +145,20 @@ key_secret_file_assign(const char *newval, void *extra)
 {
 	file_secret = extra;
 	file_refused_at_load = false;
+	generation++;
+}
+
+void
+key_secret_assign(const char *newval, void *extra)
+{
+	generation++;
+}
+
+/* changes with every new value of either setting */
+uint64
+key_secret_generation(void)
+{
+	return generation;
 }
 
 /* ratelimit.key_secret_file was set, but refused when the library loaded */
@@ -146,6 +166,7 @@ void
 key_secret_file_refused_at_load(void)
 {
 	file_refused_at_load = true;
+	generation++;
 }
 
 /*

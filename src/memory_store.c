@@ -119,13 +119,16 @@ slot_reusable(const MemorySlot *slot, Oid store_relid, int64 passed)
 /*
  * A slot of set that a new key may take (slot_reusable), other than the
  * taken ones: those of the other keys of the same call, whose buckets may
- * have passed.
+ * have passed.  A free slot first: a passed bucket is the same as an absent
+ * one, but it is found again without a miss (and its probe of rl_buckets)
+ * while it stays.
  */
 static MemorySlot *
 reusable_slot(MemorySet *set, Oid store_relid, int64 now,
 			  MemorySlot *const *taken, int ntaken)
 {
 	int64		passed = passed_before(now);
+	MemorySlot *reusable = NULL;
 	int			i;
 	int			j;
 
@@ -133,14 +136,16 @@ reusable_slot(MemorySet *set, Oid store_relid, int64 now,
 	{
 		MemorySlot *slot = &set->slots[i];
 
-		if (!slot_reusable(slot, store_relid, passed))
-			continue;
 		for (j = 0; j < ntaken && taken[j] != slot; j++)
 			;
-		if (j == ntaken)
+		if (j < ntaken)
+			continue;
+		if (slot->dboid == InvalidOid)
 			return slot;
+		if (reusable == NULL && slot_reusable(slot, store_relid, passed))
+			reusable = slot;
 	}
-	return NULL;
+	return reusable;
 }
 
 /* Give slot to key, holding a passed bucket: the same as none. */

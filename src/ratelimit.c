@@ -82,7 +82,7 @@ _PG_init(void)
 							   "",
 							   PGC_SIGHUP,
 							   GUC_SUPERUSER_ONLY | GUC_NO_SHOW_ALL,
-							   NULL, NULL, show_key_secret);
+							   NULL, key_secret_assign, show_key_secret);
 
 	DefineCustomEnumVariable("ratelimit.in_transaction",
 							 "What rl_take does inside an explicit transaction block.",

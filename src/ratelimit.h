@@ -77,6 +77,8 @@ extern void client_ip_define_settings(void);
 extern bool key_secret_file_check(char **newval, void **extra, GucSource source);
 extern void key_secret_file_assign(const char *newval, void *extra);
 extern void key_secret_file_refused_at_load(void);
+extern void key_secret_assign(const char *newval, void *extra);
+extern uint64 key_secret_generation(void);
 extern const uint8 *key_secret(size_t *len);
 
 /* bucket_key.c */

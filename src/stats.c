@@ -5,14 +5,25 @@
  *		cleanup worker's last run in each database (rl_cleanup_runs).
  *
  * The counters live in an open-addressing table of (database, limiter)
- * entries under one LWLock.  A decision takes the lock shared, finds its
- * entry and adds with an atomic increment, so deciding backends never wait
- * for one another; the lock is taken exclusively only to add an entry or to
- * reset a database.  The table holds at most ratelimit.stats_limiters named
- * entries, plus one per database that counts the decisions of the names
- * past that bound (and of names longer than STATS_NAME_LEN bytes) and
- * carries the database's last reset.  Counts are outside any transaction:
- * a rollback leaves them.
+ * entries.  The table holds at most ratelimit.stats_limiters named entries,
+ * plus one per database that counts the decisions of the names past that
+ * bound (and of names longer than STATS_NAME_LEN bytes) and carries the
+ * database's last reset.  Counts are outside any transaction: a rollback
+ * leaves them.
+ *
+ * A decision takes no lock that other backends take: each backend keeps the
+ * entries it has counted in a local cache and adds to their atomics under
+ * its own counting lock, which only a removal of entries ever waits for.
+ * The table's lock is taken to find or add an entry the cache does not
+ * hold, and exclusively to add or remove entries.  Entries never move while
+ * they are in use: a removed entry is retired (its slot stays reserved and
+ * probes pass over it) and the generation is advanced, so every cache is
+ * dropped at its next use; once every counting lock has been taken and
+ * released, no count can still reach a retired entry and its slot may hold
+ * another.  Entries of databases that no longer exist are freed when the
+ * table is full, at most once a second (nobody counts in a dropped
+ * database, so they need no wait): a new database counts under its own
+ * names.
  *
  * Both need shared memory, which only a preloaded library can reserve;
  * without it decisions are not counted and reading the counts is an error.
@@ -22,6 +33,8 @@
 #include <limits.h>
 
 #include "access/htup_details.h"
+#include "access/twophase.h"
+#include "access/xact.h"
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
@@ -29,9 +42,11 @@
 #include "port/atomics.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "ratelimit.h"
@@ -42,6 +57,12 @@
 /* databases with counters, and with a cleanup run, per server */
 #define STATS_DATABASES 1000
 
+/* entries a backend keeps found (a power of two) */
+#define CACHE_ENTRIES 64
+
+/* how often a full table looks for entries of dropped databases */
+#define FORGET_INTERVAL USECS_PER_SEC
+
 typedef enum StatsOutcome
 {
 	OUTCOME_ALLOWED,
@@ -50,9 +71,18 @@ typedef enum StatsOutcome
 	NUM_OUTCOMES
 } StatsOutcome;
 
+typedef enum EntryState
+{
+	ENTRY_FREE,					/* never used: ends a probe */
+	ENTRY_USED,
+	ENTRY_RETIRED,				/* removed; a cache may still point to it */
+	ENTRY_REUSABLE				/* removed, and no cache points to it */
+} EntryState;
+
 typedef struct StatsEntry
 {
-	Oid			dboid;			/* InvalidOid: free */
+	EntryState	state;
+	Oid			dboid;
 	int			name_len;		/* 0: the database's NULL limiter */
 	uint32		hash;
 	TimestampTz since;			/* NULL limiter only: the last reset */
@@ -75,10 +105,21 @@ typedef struct Stats
 	int			names;			/* named entries in use */
 	int			databases;		/* NULL-limiter entries in use */
 	uint32		mask;			/* slots - 1, a power of two less one */
+	pg_atomic_uint64 generation;	/* advanced when entries are removed */
 	TimestampTz started;		/* since, for a database never reset */
+	TimestampTz last_forget;	/* the last look for dropped databases */
 	CleanupRun	runs[STATS_DATABASES];
 	StatsEntry	entries[FLEXIBLE_ARRAY_MEMBER];
 } Stats;
+
+/* what a backend knows of the entries of its database */
+typedef struct CachedEntry
+{
+	StatsEntry *entry;			/* NULL: empty */
+	uint32		hash;
+	int			name_len;
+	char		name[STATS_NAME_LEN];
+} CachedEntry;
 
 int			ratelimit_stats_limiters = 1000;
 bool		ratelimit_stats = true;
@@ -86,6 +127,11 @@ bool		ratelimit_stats = true;
 static Stats *stats = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static CachedEntry cache[CACHE_ENTRIES];
+static uint64 cache_generation = 0;
+static LWLock *my_counting_lock = NULL;
+static bool my_counting_lock_known = false;
 
 /* Slots: a power of two, at least twice the entries, so probes stay short. */
 static uint32
@@ -98,11 +144,33 @@ slot_count(void)
 	return slots;
 }
 
+/* every process that may count has a PGPROC: backends, workers, prepared */
+static int
+counting_lock_count(void)
+{
+	return MaxBackends + NUM_AUXILIARY_PROCS + max_prepared_xacts;
+}
+
 static Size
-stats_size(void)
+entries_size(void)
 {
 	return add_size(offsetof(Stats, entries),
 					mul_size(slot_count(), sizeof(StatsEntry)));
+}
+
+/* the counting locks, after the entries, one per cache line */
+static LWLockPadded *
+counting_locks(void)
+{
+	return (LWLockPadded *) TYPEALIGN(PG_CACHE_LINE_SIZE,
+									  (char *) stats + entries_size());
+}
+
+static Size
+stats_size(void)
+{
+	return add_size(add_size(entries_size(), PG_CACHE_LINE_SIZE),
+					mul_size(counting_lock_count(), sizeof(LWLockPadded)));
 }
 
 static void
@@ -134,9 +202,12 @@ stats_shmem_startup(void)
 		LWLockInitialize(&stats->lock, stats->tranche_id);
 		stats->mask = slots - 1;
 		stats->started = GetCurrentTimestamp();
+		pg_atomic_init_u64(&stats->generation, 1);
 		for (i = 0; i < slots; i++)
 			for (o = 0; o < NUM_OUTCOMES; o++)
 				pg_atomic_init_u64(&stats->entries[i].counts[o], 0);
+		for (i = 0; i < counting_lock_count(); i++)
+			LWLockInitialize(&counting_locks()[i].lock, stats->tranche_id);
 	}
 	LWLockRelease(AddinShmemInitLock);
 	LWLockRegisterTranche(stats->tranche_id, "ratelimit stats");
@@ -188,12 +259,13 @@ require_stats(void)
 }
 
 /*
- * The slot of (dboid, name), or the free slot where it belongs; -1 when
- * neither (never, while entries are at most half the slots).
+ * The slot of (dboid, name), or else the slot where it would go (the first
+ * reusable one on its probe, or the free one that ends it); -1 when neither.
  */
 static int
 probe(Oid dboid, const char *name, int name_len, uint32 hash)
 {
+	int			place = -1;
 	uint32		i;
 
 	for (i = 0; i <= stats->mask; i++)
@@ -201,12 +273,15 @@ probe(Oid dboid, const char *name, int name_len, uint32 hash)
 		uint32		slot = (hash + i) & stats->mask;
 		StatsEntry *e = &stats->entries[slot];
 
-		if (e->dboid == InvalidOid ||
-			(e->dboid == dboid && e->hash == hash && e->name_len == name_len &&
-			 memcmp(e->name, name, name_len) == 0))
+		if (e->state == ENTRY_FREE)
+			return place >= 0 ? place : (int) slot;
+		if (e->state == ENTRY_USED && e->dboid == dboid && e->hash == hash &&
+			e->name_len == name_len && memcmp(e->name, name, name_len) == 0)
 			return (int) slot;
+		if (e->state == ENTRY_REUSABLE && place < 0)
+			place = (int) slot;
 	}
-	return -1;
+	return place;
 }
 
 static uint32
@@ -216,7 +291,7 @@ entry_hash(Oid dboid, const char *name, int name_len)
 						hash_bytes((const unsigned char *) name, name_len));
 }
 
-/* Fill a free slot; the lock is held exclusively. */
+/* Fill a slot that is not in use; the lock is held exclusively. */
 static void
 fill(int slot, Oid dboid, const char *name, int name_len, uint32 hash,
 	 TimestampTz since)
@@ -231,62 +306,234 @@ fill(int slot, Oid dboid, const char *name, int name_len, uint32 hash,
 	for (o = 0; o < NUM_OUTCOMES; o++)
 		pg_atomic_write_u64(&e->counts[o], 0);
 	e->dboid = dboid;
+	e->state = ENTRY_USED;
 	if (name_len > 0)
 		stats->names++;
 	else
 		stats->databases++;
 }
 
+/* Take an entry out of use; the lock is held exclusively. */
+static void
+remove_entry(StatsEntry *e, EntryState state)
+{
+	e->state = state;
+	if (e->name_len > 0)
+		stats->names--;
+	else
+		stats->databases--;
+}
+
 /*
- * The entry to count a decision of name in this database under: its own,
- * or the database's NULL limiter past the bound; NULL past the bound on
- * databases.  The lock is held exclusively.
+ * Whether (dboid, name) may get an entry of its own: under the bounds, and
+ * a place on its probe.  The lock is held.
+ */
+static bool
+room_for(int slot, int name_len)
+{
+	if (slot < 0)
+		return false;
+	if (name_len > 0)
+		return stats->names < ratelimit_stats_limiters;
+	return stats->databases < STATS_DATABASES;
+}
+
+/*
+ * Free the entries and cleanup runs of databases that no longer exist;
+ * answers whether there were any.  No backend counts in a dropped database,
+ * so no cache points to its entries and their slots are reusable at once.
+ * The catalog is read with no lock of ours held.
+ */
+static bool
+forget_dropped_databases(void)
+{
+	Oid		   *dboids;
+	int			n = 0;
+	int			ndropped = 0;
+	uint32		i;
+	int			k;
+
+	if (!IsTransactionState())
+		return false;
+	dboids = palloc((stats->mask + 1 + STATS_DATABASES) * sizeof(Oid));
+	LWLockAcquire(&stats->lock, LW_SHARED);
+	for (i = 0; i <= stats->mask; i++)
+		if (stats->entries[i].state == ENTRY_USED &&
+			stats->entries[i].name_len == 0)
+			dboids[n++] = stats->entries[i].dboid;
+	for (k = 0; k < STATS_DATABASES; k++)
+		if (stats->runs[k].dboid != InvalidOid)
+			dboids[n++] = stats->runs[k].dboid;
+	LWLockRelease(&stats->lock);
+
+	/* a database with entries has its NULL limiter, or had a cleanup run */
+	for (k = 0; k < n; k++)
+		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboids[k])))
+			dboids[ndropped++] = dboids[k];
+
+	if (ndropped > 0)
+	{
+		LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
+		for (i = 0; i <= stats->mask; i++)
+		{
+			StatsEntry *e = &stats->entries[i];
+
+			for (k = 0; k < ndropped && e->state == ENTRY_USED; k++)
+				if (e->dboid == dboids[k])
+					remove_entry(e, ENTRY_REUSABLE);
+		}
+		for (i = 0; i < STATS_DATABASES; i++)
+			for (k = 0; k < ndropped; k++)
+				if (stats->runs[i].dboid == dboids[k])
+					stats->runs[i].dboid = InvalidOid;
+		LWLockRelease(&stats->lock);
+	}
+	pfree(dboids);
+	return ndropped > 0;
+}
+
+/*
+ * The entry of name in this database, added when there is room; NULL past
+ * the bound.  The lock is held exclusively.
  */
 static StatsEntry *
 add_entry(const char *name, int name_len, uint32 hash)
 {
 	int			slot = probe(MyDatabaseId, name, name_len, hash);
 
-	if (slot >= 0 && stats->entries[slot].dboid == InvalidOid)
-	{
-		if (name_len > 0 && stats->names >= ratelimit_stats_limiters)
-			return NULL;
-		if (name_len == 0 && stats->databases >= STATS_DATABASES)
-			return NULL;
-		fill(slot, MyDatabaseId, name, name_len, hash, stats->started);
-	}
-	return slot >= 0 ? &stats->entries[slot] : NULL;
+	if (slot >= 0 && stats->entries[slot].state == ENTRY_USED)
+		return &stats->entries[slot];
+	if (!room_for(slot, name_len))
+		return NULL;
+	fill(slot, MyDatabaseId, name, name_len, hash, stats->started);
+	return &stats->entries[slot];
 }
 
-static void
-count(const char *name, int name_len, StatsOutcome outcome)
+/*
+ * Whether to look for dropped databases now, the table being full: at most
+ * once per FORGET_INTERVAL, so that names past the bound do not read the
+ * catalog on every decision.  The lock is held exclusively.
+ */
+static bool
+forget_due(void)
 {
-	uint32		hash;
-	int			slot;
-	StatsEntry *e;
+	TimestampTz now = GetCurrentTimestamp();
 
-	if (name_len > STATS_NAME_LEN)
-		name_len = 0;
-	hash = entry_hash(MyDatabaseId, name, name_len);
+	if (now - stats->last_forget < FORGET_INTERVAL)
+		return false;
+	stats->last_forget = now;
+	return true;
+}
+
+/*
+ * Count under e and keep it in the cache slot c; the table's lock is held,
+ * so no removal runs and the generation read now is the one e is live in.
+ */
+static void
+count_and_cache(StatsEntry *e, CachedEntry *c, const char *name, int name_len,
+				uint32 hash, StatsOutcome outcome)
+{
+	uint64		generation = pg_atomic_read_u64(&stats->generation);
+
+	pg_atomic_fetch_add_u64(&e->counts[outcome], 1);
+	if (generation != cache_generation)
+	{
+		memset(cache, 0, sizeof(cache));
+		cache_generation = generation;
+	}
+	c->entry = e;
+	c->hash = hash;
+	c->name_len = name_len;
+	memcpy(c->name, name, name_len);
+}
+
+/* Count by the table, for a name the cache does not hold. */
+static void
+count_in_table(const char *name, int name_len, uint32 hash,
+			   StatsOutcome outcome, CachedEntry *c)
+{
+	bool		forgot = false;
+	int			slot;
 
 	LWLockAcquire(&stats->lock, LW_SHARED);
 	slot = probe(MyDatabaseId, name, name_len, hash);
-	if (slot >= 0 && stats->entries[slot].dboid != InvalidOid)
+	if (slot >= 0 && stats->entries[slot].state == ENTRY_USED)
 	{
-		pg_atomic_fetch_add_u64(&stats->entries[slot].counts[outcome], 1);
+		count_and_cache(&stats->entries[slot], c, name, name_len, hash, outcome);
 		LWLockRelease(&stats->lock);
 		return;
 	}
 	LWLockRelease(&stats->lock);
 
 	/* a first decision of this name here: add it, or count it under NULL */
-	LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
-	e = add_entry(name, name_len, hash);
-	if (e == NULL && name_len > 0)
-		e = add_entry("", 0, entry_hash(MyDatabaseId, "", 0));
-	if (e != NULL)
-		pg_atomic_fetch_add_u64(&e->counts[outcome], 1);
-	LWLockRelease(&stats->lock);
+	for (;;)
+	{
+		StatsEntry *e;
+
+		LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
+		e = add_entry(name, name_len, hash);
+		if (e == NULL && !forgot && forget_due())
+		{
+			/* entries of dropped databases may be what fills the table */
+			LWLockRelease(&stats->lock);
+			(void) forget_dropped_databases();
+			forgot = true;
+			continue;
+		}
+		if (e == NULL && name_len > 0)
+			e = add_entry("", 0, entry_hash(MyDatabaseId, "", 0));
+		if (e != NULL)
+			count_and_cache(e, c, name, name_len, hash, outcome);
+		LWLockRelease(&stats->lock);
+		return;
+	}
+}
+
+/* This backend's counting lock; NULL for a process without a PGPROC slot. */
+static LWLock *
+counting_lock(void)
+{
+	if (!my_counting_lock_known)
+	{
+		int			index = MyProc != NULL && ProcGlobal != NULL ?
+			(int) (MyProc - ProcGlobal->allProcs) : -1;
+
+		if (index >= 0 && index < counting_lock_count())
+			my_counting_lock = &counting_locks()[index].lock;
+		my_counting_lock_known = true;
+	}
+	return my_counting_lock;
+}
+
+static void
+count(const char *name, int name_len, StatsOutcome outcome)
+{
+	LWLock	   *lock = counting_lock();
+	uint32		hash;
+	CachedEntry *c;
+
+	if (name_len > STATS_NAME_LEN)
+		name_len = 0;
+	hash = entry_hash(MyDatabaseId, name, name_len);
+	c = &cache[hash & (CACHE_ENTRIES - 1)];
+
+	if (lock != NULL)
+	{
+		bool		counted = false;
+
+		LWLockAcquire(lock, LW_SHARED);
+		if (pg_atomic_read_u64(&stats->generation) == cache_generation &&
+			c->entry != NULL && c->hash == hash && c->name_len == name_len &&
+			memcmp(c->name, name, name_len) == 0)
+		{
+			pg_atomic_fetch_add_u64(&c->entry->counts[outcome], 1);
+			counted = true;
+		}
+		LWLockRelease(lock);
+		if (counted)
+			return;
+	}
+	count_in_table(name, name_len, hash, outcome, c);
 }
 
 static StatsOutcome
@@ -325,52 +572,41 @@ stats_count_all(const Datum *limiters, const StoreRequest *requests,
 }
 
 /*
- * Rebuild the table without this database's entries, with a fresh NULL
- * limiter carrying the time of the reset.  The lock is held exclusively:
- * no count is in progress.
+ * Forget this database's counts and names: its entries are retired and a
+ * fresh NULL limiter carries the time of the reset.  Once every counting
+ * lock has been taken and released, no backend can still add to a retired
+ * entry (each saw the new generation and dropped its cache), and their
+ * slots become reusable.
  */
 static void
 reset_database(TimestampTz now)
 {
-	uint32		slots = stats->mask + 1;
-	StatsEntry *kept = palloc(slots * sizeof(StatsEntry));
-	uint64	   *counts = palloc(slots * NUM_OUTCOMES * sizeof(uint64));
-	StatsEntry *e;
-	int			nkept = 0;
+	uint32		null_hash = entry_hash(MyDatabaseId, "", 0);
 	uint32		i;
-	int			k;
-	int			o;
+	int			slot;
 
-	for (i = 0; i < slots; i++)
-	{
-		e = &stats->entries[i];
-		if (e->dboid != InvalidOid && e->dboid != MyDatabaseId)
-		{
-			memcpy(&kept[nkept], e, sizeof(StatsEntry));
-			for (o = 0; o < NUM_OUTCOMES; o++)
-				counts[nkept * NUM_OUTCOMES + o] = pg_atomic_read_u64(&e->counts[o]);
-			nkept++;
-		}
-		e->dboid = InvalidOid;
-	}
-	stats->names = 0;
-	stats->databases = 0;
-	for (k = 0; k < nkept; k++)
-	{
-		int			slot;
+	LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
+	for (i = 0; i <= stats->mask; i++)
+		if (stats->entries[i].state == ENTRY_USED &&
+			stats->entries[i].dboid == MyDatabaseId)
+			remove_entry(&stats->entries[i], ENTRY_RETIRED);
+	pg_atomic_fetch_add_u64(&stats->generation, 1);
+	slot = probe(MyDatabaseId, "", 0, null_hash);
+	if (room_for(slot, 0))
+		fill(slot, MyDatabaseId, "", 0, null_hash, now);
+	LWLockRelease(&stats->lock);
 
-		e = &kept[k];
-		slot = probe(e->dboid, e->name, e->name_len, e->hash);
-		fill(slot, e->dboid, e->name, e->name_len, e->hash, e->since);
-		for (o = 0; o < NUM_OUTCOMES; o++)
-			pg_atomic_write_u64(&stats->entries[slot].counts[o],
-								counts[k * NUM_OUTCOMES + o]);
+	for (i = 0; i < counting_lock_count(); i++)
+	{
+		LWLockAcquire(&counting_locks()[i].lock, LW_EXCLUSIVE);
+		LWLockRelease(&counting_locks()[i].lock);
 	}
-	e = add_entry("", 0, entry_hash(MyDatabaseId, "", 0));
-	if (e != NULL)
-		e->since = now;
-	pfree(kept);
-	pfree(counts);
+
+	LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
+	for (i = 0; i <= stats->mask; i++)
+		if (stats->entries[i].state == ENTRY_RETIRED)
+			stats->entries[i].state = ENTRY_REUSABLE;
+	LWLockRelease(&stats->lock);
 }
 
 PG_FUNCTION_INFO_V1(rl_stats_read);
@@ -394,7 +630,7 @@ rl_stats_read(PG_FUNCTION_ARGS)
 
 	LWLockAcquire(&stats->lock, LW_SHARED);
 	null_slot = probe(MyDatabaseId, "", 0, entry_hash(MyDatabaseId, "", 0));
-	since = null_slot >= 0 && stats->entries[null_slot].dboid != InvalidOid ?
+	since = null_slot >= 0 && stats->entries[null_slot].state == ENTRY_USED ?
 		stats->entries[null_slot].since : stats->started;
 	for (i = 0; i <= stats->mask; i++)
 	{
@@ -403,7 +639,7 @@ rl_stats_read(PG_FUNCTION_ARGS)
 		bool		nulls[5] = {false, false, false, false, false};
 		int			o;
 
-		if (e->dboid != MyDatabaseId)
+		if (e->state != ENTRY_USED || e->dboid != MyDatabaseId)
 			continue;
 		if (e->name_len > 0)
 			values[0] = PointerGetDatum(cstring_to_text_with_len(e->name, e->name_len));
@@ -423,36 +659,52 @@ Datum
 rl_stats_reset(PG_FUNCTION_ARGS)
 {
 	require_stats();
-	LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
 	reset_database(GetCurrentTimestamp());
-	LWLockRelease(&stats->lock);
 	PG_RETURN_VOID();
 }
 
-/* The cleanup worker records its run in this database. */
+/* The slot of this database's cleanup run, or a free one; the lock is held. */
+static CleanupRun *
+run_slot(void)
+{
+	int			i;
+
+	for (i = 0; i < STATS_DATABASES; i++)
+		if (stats->runs[i].dboid == MyDatabaseId)
+			return &stats->runs[i];
+	for (i = 0; i < STATS_DATABASES; i++)
+		if (stats->runs[i].dboid == InvalidOid)
+			return &stats->runs[i];
+	return NULL;
+}
+
+/*
+ * The cleanup worker records its run in this database; when every slot is
+ * taken, runs of dropped databases make room.
+ */
 void
 stats_record_cleanup(TimestampTz started, int64 deleted)
 {
-	CleanupRun *run = NULL;
-	int			i;
+	CleanupRun *run;
+	int			attempt;
 
 	if (stats == NULL)
 		return;
-	LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
-	for (i = 0; i < STATS_DATABASES && run == NULL; i++)
-		if (stats->runs[i].dboid == MyDatabaseId)
-			run = &stats->runs[i];
-	for (i = 0; i < STATS_DATABASES && run == NULL; i++)
-		if (stats->runs[i].dboid == InvalidOid)
-			run = &stats->runs[i];
-	if (run != NULL)
+	for (attempt = 0; attempt < 2; attempt++)
 	{
-		run->dboid = MyDatabaseId;
-		run->started = started;
-		run->finished = GetCurrentTimestamp();
-		run->deleted = deleted;
+		LWLockAcquire(&stats->lock, LW_EXCLUSIVE);
+		run = run_slot();
+		if (run != NULL)
+		{
+			run->dboid = MyDatabaseId;
+			run->started = started;
+			run->finished = GetCurrentTimestamp();
+			run->deleted = deleted;
+		}
+		LWLockRelease(&stats->lock);
+		if (run != NULL || !forget_dropped_databases())
+			return;
 	}
-	LWLockRelease(&stats->lock);
 }
 
 /*

@@ -121,6 +121,33 @@ is($seen, 't', 'rl_cleanup_runs shows the last run in db1, from any database');
 is(query('db2', q{SELECT count(*) FROM rl_cleanup_runs() WHERE database = 'db2'}), '1',
 	'and in db2, where it deleted nothing');
 
+# a session that has counted a name keeps counting it exactly across
+# another session's reset: what it kept of the entry is not used again
+my $counter = $node->background_psql('db1');
+$counter->query_safe(q{SELECT rl_take('kept', 'k', 1000, 1000, 1)}) for 1 .. 2;
+is(query('db1', q{SELECT allowed FROM rl_stats WHERE limiter = 'kept'}), '2',
+	'a session counts a name');
+query('db1', 'SELECT rl_stats_reset()');
+$counter->query_safe(q{SELECT rl_take('kept', 'k', 1000, 1000, 1)});
+is(stats('db1'), join("\n", 'kept|1|0|0', 'NULL|0|0|0'),
+	'after another session reset the counts, its next decision counts under its name, once');
+$counter->quit;
+
+# a dropped database's names are freed: a new database counts under its own
+# names, not NULL, once the table is full of the dropped one's
+query('postgres', 'CREATE DATABASE db3');
+query('db3', 'CREATE EXTENSION ratelimit');
+query('db3', q{SELECT rl_take('db3_' || i, 'k', 1, 5, 1) FROM generate_series(1, 6) AS i});
+is(query('db3', q{SELECT count(*) FROM rl_stats WHERE limiter IS NULL}), '1',
+	'the third database fills the names');
+query('postgres', 'DROP DATABASE db3');
+query('postgres', 'CREATE DATABASE db4');
+query('db4', 'CREATE EXTENSION ratelimit');
+# a full table looks for dropped databases at most once a second
+sleep 2;
+query('db4', q{SELECT rl_take('fresh', 'k', 1, 5, 1)});
+is(stats('db4'), 'fresh|1|0|0', 'a database created after a drop counts under its own name');
+
 $node->stop;
 
 # without preloading: decisions go on, reading the counts is an error
