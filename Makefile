@@ -37,7 +37,7 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): include/gcra.h src/ratelimit.h | $(CURDIR)/src
+$(OBJS): include/gcra.h src/ratelimit.h src/pg_compat.h | $(CURDIR)/src
 src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h
 
 # the output folders of a build outside the source tree (absolute: make
