@@ -37,10 +37,10 @@ rl_install_packages() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# The packages every entry point needs: the server, its headers for PGXS,
-# and a C compiler.
+# The packages every entry point needs: the server (with its contrib
+# modules, pgcrypto among them), its headers for PGXS, and a C compiler.
 RL_BASE_PACKAGES=(postgresql-$RL_PG_MAJOR postgresql-server-dev-$RL_PG_MAJOR
-	postgresql-contrib build-essential libssl-dev)
+	build-essential libssl-dev)
 
 # rl_workdir NAME: a fresh copy of the source tree that the postgres user owns
 # (a checkout under /root is not readable by it).  Prints its path.
