@@ -42,7 +42,7 @@ ifeq ($(with_ssl),openssl)
 SHLIB_LINK += -lcrypto
 endif
 
-$(OBJS): include/gcra.h src/ratelimit.h | $(CURDIR)/src
+$(OBJS): include/gcra.h src/ratelimit.h src/pg_compat.h | $(CURDIR)/src
 src/client_ip.o src/forwarded_parse.o: src/forwarded_parse.h
 src/memory_store.o src/memory_save.o: src/memory_store.h
 

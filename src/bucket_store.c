@@ -39,6 +39,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "pg_compat.h"
 #include "ratelimit.h"
 
 /* rl_buckets columns, checked when the table is first found */
@@ -203,7 +204,7 @@ resolve_store(Oid namespace, Oid owner)
 
 	rel = open_buckets(get_relname_relid("rl_buckets", namespace),
 					   AccessShareLock);
-	indexid = RelationGetPrimaryKeyIndex(rel);
+	indexid = rl_primary_key_index(rel);
 	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
 		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
@@ -404,7 +405,7 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
 
 	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
 				PointerGetDatum(access->key));
-	scan = index_beginscan(access->heap, access->index, access->snapshot, 1, 0);
+	scan = rl_index_beginscan(access->heap, access->index, access->snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	if (index_getnext_slot(scan, ForwardScanDirection, access->found))
 		bucket_from_slot(access->found, bucket);
@@ -417,9 +418,12 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
  * A new version that is not a HOT update needs entries in every index of the
  * table, as an UPDATE statement makes them: the primary key, and any index
  * being built concurrently (REINDEX CONCURRENTLY) or added by the owner.
+ * From 16 a HOT update that changed a summarizing index's column needs
+ * entries in those indexes alone: update_indexes says which.
  */
 static void
-insert_index_entries(Relation heap, TupleTableSlot *slot)
+insert_index_entries(Relation heap, TupleTableSlot *slot,
+					 RlUpdateIndexes update_indexes)
 {
 	EState	   *estate = CreateExecutorState();
 	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
@@ -431,7 +435,7 @@ insert_index_entries(Relation heap, TupleTableSlot *slot)
 	 * update = false: true only adds a hint for bottom-up index deletion, and
 	 * working it out needs a range table this estate does not have.
 	 */
-	ExecInsertIndexTuples(result_rel, slot, estate, false, false, NULL, NIL);
+	rl_insert_update_index_tuples(result_rel, slot, estate, update_indexes);
 	ExecCloseIndices(result_rel);
 	FreeExecutorState(estate);
 }
@@ -447,7 +451,7 @@ swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
 	TupleTableSlot *slot;
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
-	bool		update_indexes;
+	RlUpdateIndexes update_indexes;
 	TM_Result	result;
 
 	if (access->replacement == NULL)
@@ -465,8 +469,8 @@ swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
 								GetCurrentCommandId(true), access->snapshot,
 								InvalidSnapshot, true, &tmfd, &lockmode,
 								&update_indexes);
-	if (result == TM_Ok && update_indexes)
-		insert_index_entries(access->heap, slot);
+	if (result == TM_Ok && RL_UPDATE_NEEDS_INDEX_ENTRIES(update_indexes))
+		insert_index_entries(access->heap, slot, update_indexes);
 	if (result != TM_Ok && result != TM_Updated && result != TM_Deleted)
 		elog(ERROR, "unexpected result %d updating a rate-limit bucket", result);
 	return result;
@@ -600,7 +604,7 @@ bucket_store_probe(bytea *key, TransactionId *inserting)
 	InitDirtySnapshot(dirty);
 	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
 				PointerGetDatum(key));
-	scan = index_beginscan(heap, index, &dirty, 1, 0);
+	scan = rl_index_beginscan(heap, index, &dirty, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	*inserting = found ? dirty.xmin : InvalidTransactionId;

@@ -56,6 +56,7 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
+#include "pg_compat.h"
 #include "ratelimit.h"
 
 /* backend_type in pg_stat_activity */
@@ -90,10 +91,10 @@ fill_worker(BackgroundWorker *worker, const char *function, const char *type)
 static int
 registered_workers(void)
 {
-	slist_iter	iter;
+	RlWorkerListIter iter;
 	int			count = 0;
 
-	slist_foreach(iter, &BackgroundWorkerList)
+	rl_foreach_registered_worker(iter)
 		count++;
 	return count;
 }

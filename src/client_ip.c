@@ -22,6 +22,7 @@
 #include "utils/jsonb.h"
 
 #include "forwarded_parse.h"
+#include "pg_compat.h"
 #include "ratelimit.h"
 
 PG_FUNCTION_INFO_V1(rl_client_ip);
@@ -257,8 +258,7 @@ check_trusted_proxies(char **newval, void **extra, GucSource source)
 		return false;
 	}
 
-	/* guc.c frees extra with free() */
-	list = malloc(offsetof(TrustList, ranges) + count * sizeof(FwdRange));
+	list = rl_guc_extra_malloc(offsetof(TrustList, ranges) + count * sizeof(FwdRange));
 	if (list == NULL)
 	{
 		GUC_check_errcode(ERRCODE_OUT_OF_MEMORY);

@@ -23,6 +23,7 @@
 
 #include "utils/guc.h"
 
+#include "pg_compat.h"
 #include "ratelimit.h"
 
 /* a secret longer than this is more likely the wrong file */
@@ -125,7 +126,7 @@ key_secret_file_check(char **newval, void **extra, GucSource source)
 		explicit_bzero(buf, sizeof(buf));
 		return false;
 	}
-	secret = malloc(offsetof(FileSecret, data) + len);
+	secret = rl_guc_extra_malloc(offsetof(FileSecret, data) + len);
 	if (secret == NULL)
 	{
 		explicit_bzero(buf, sizeof(buf));

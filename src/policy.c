@@ -29,6 +29,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "pg_compat.h"
 #include "ratelimit.h"
 
 PG_FUNCTION_INFO_V1(rl_take_policy);
@@ -163,11 +164,11 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 	bool		found = false;
 
 	if (RelationGetDescr(rel)->natts != POLICY_NATTS ||
-		!OidIsValid(RelationGetPrimaryKeyIndex(rel)))
+		!OidIsValid(rl_primary_key_index(rel)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"rl_policies\" is not the one ratelimit created")));
-	index = index_open(RelationGetPrimaryKeyIndex(rel), AccessShareLock);
+	index = index_open(rl_primary_key_index(rel), AccessShareLock);
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ,
 						   CStringGetTextDatum(limiter));

@@ -2,10 +2,12 @@
 # missing, build and install the extension, and run private clusters as the
 # unprivileged user "postgres" (PostgreSQL refuses to run as root).
 #
-# Source it; it sets RL_SRC (this checkout), RL_PGBIN and RL_PGXS.
+# Source it; it sets RL_SRC (this checkout), RL_PG_MAJOR and RL_PGBIN.
 
 RL_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-RL_PG_MAJOR=15
+# The PostgreSQL major version to build and test against: RL_PG_MAJOR from
+# the environment, or Debian 12's 15.  .ci/run sets 17 and 18 in chroots.
+export RL_PG_MAJOR=${RL_PG_MAJOR:-15}
 # PG_CONFIG may name another installation of the same major version.
 export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/$RL_PG_MAJOR/bin/pg_config}
 RL_PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/$RL_PG_MAJOR/bin)
@@ -35,10 +37,10 @@ rl_install_packages() {
 	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# The packages every entry point needs: the server, its headers for PGXS,
-# and a C compiler.
+# The packages every entry point needs: the server (with its contrib
+# modules, pgcrypto among them), its headers for PGXS, and a C compiler.
 RL_BASE_PACKAGES=(postgresql-$RL_PG_MAJOR postgresql-server-dev-$RL_PG_MAJOR
-	postgresql-contrib build-essential libssl-dev)
+	build-essential libssl-dev)
 
 # rl_workdir NAME: a fresh copy of the source tree that the postgres user owns
 # (a checkout under /root is not readable by it).  Prints its path.

@@ -199,8 +199,9 @@ for my $name (sort keys %provides)
 
 my %runtime = map { %{ $meta->{prereqs}{runtime}{$_} // {} } } qw(requires recommends);
 my $pg = $meta->{prereqs}{runtime}{requires}{PostgreSQL};
-ok(defined $pg && satisfies('15.0.0', $pg) && !satisfies('14.99.0', $pg),
-	'it requires PostgreSQL 15 at run time');
+ok(defined $pg && !satisfies('14.99.0', $pg) && !satisfies('19.0.0', $pg)
+	  && !grep({ !satisfies($_, $pg) } qw(15.0.0 17.0.0 18.99.0)),
+	'it requires PostgreSQL 15 to 18 at run time, the majors .ci/run tests');
 ok(exists $runtime{plproxy}, 'it names plproxy, which the proxy extension needs, at run time');
 is(ref $meta->{license} ? '' : $meta->{license}, 'postgresql', 'its license is the PostgreSQL License');
 like(slurp("$src/LICENSE"), qr/PostgreSQL License/, 'which LICENSE states');

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The Debian package: dpkg-buildpackage builds postgresql-15-ratelimit from a
-# clean clone, lintian finds no error in it, it ships every extension of the
-# tree, the client headers and the README; installed with dpkg -i, CREATE
+# The Debian package: dpkg-buildpackage builds postgresql-NN-ratelimit for
+# the major under test (RL_PG_MAJOR) from a clean clone, lintian finds no
+# error in it, it ships every extension of the tree, the client headers and
+# the README; installed with dpkg -i, CREATE
 # EXTENSION and a decision work and its autopkgtest passes; removed, its
 # files are gone.  It installs into the system's PostgreSQL directories, so
 # it refuses to run where the package is already installed, and removes it
@@ -32,6 +33,10 @@ build_deps() {
 		-y -qq --no-install-recommends "$tree"
 }
 check 'the build dependencies of debian/control are installed' build_deps
+# debian/control names the packages of Debian 12's 15; elsewhere it is made
+# for the majors installed, as debian/pgversions allows
+check "debian/control names $pkg (pg_buildext updatecontrol)" \
+	runuser -u "$RL_PG_USER" -- sh -c "cd '$tree' && pg_buildext updatecontrol && grep -qx 'Package: $pkg' debian/control"
 check 'dpkg-buildpackage -us -uc -b builds it, as an unprivileged user' \
 	runuser -u "$RL_PG_USER" -- sh -c "cd '$tree' && dpkg-buildpackage -us -uc -b"
 
