@@ -22,20 +22,7 @@ my $victim = client_node('go_victim');
 my ($bouncer_port, $bouncer) = start_pgbouncer($table, 'transaction', 2);
 
 # the victim's processes run again whatever happens to the Go tests
-sub resume_victim
-{
-	my $pidfile = $victim->data_dir . '/postmaster.pid';
-	return unless -f $pidfile;
-	my ($pm) = split /\n/, slurp_file($pidfile);
-	my @pids = ($pm);
-	for my $stat (glob '/proc/[0-9]*/stat')
-	{
-		my $line = eval { slurp_file($stat) } // next;
-		push @pids, $1 if $line =~ /^(\d+) .*\) \S+ (\d+) / && $2 == $pm;
-	}
-	kill 'CONT', @pids;
-}
-END { resume_victim() if $victim; }
+END { thaw_cluster($victim) if $victim; }
 
 sub connstr
 {

@@ -42,17 +42,7 @@ my %clusters = map {
 $clusters{pgbouncer} = { host => '127.0.0.1', port => $bouncer_port };
 
 # SIGCONT every process of our clusters, whatever a test left behind
-sub thaw
-{
-	for my $n (values %nodes)
-	{
-		my $pidfile = $n->data_dir . '/postmaster.pid';
-		next unless -f $pidfile;
-		my ($pid) = split /\n/, slurp_file($pidfile);
-		my @children = split ' ', `ps -o pid= --ppid $pid`;
-		kill 'CONT', $pid, @children;
-	}
-}
+sub thaw { thaw_cluster($_) for values %nodes }
 
 my @cmd = ('node', '--test', '--test-reporter=tap', '--test-concurrency=1',
 	map { s{^\Q$dir/\E}{}r } glob("$dir/test/*.test.js"));

@@ -43,20 +43,7 @@ my ($bouncer_port, $bouncer) = start_pgbouncer($nodes{table}, 'transaction', 2, 
 
 # the outage cluster may be stopped by SIGSTOP when pytest dies: SIGCONT it
 # in every exit path, before the clusters are torn down
-my $outage_data = $nodes{outage}->data_dir;
-sub resume_outage
-{
-	open(my $fh, '<', "$outage_data/postmaster.pid") or return;
-	my $pm = <$fh>;
-	chomp $pm;
-	for my $stat (glob('/proc/[0-9]*/stat'))
-	{
-		open(my $s, '<', $stat) or next;
-		my ($pid, $rest) = <$s> =~ /^(\d+) .*\) (.*)$/ or next;
-		kill 'CONT', $pid if (split(' ', $rest))[1] == $pm;
-	}
-	kill 'CONT', $pm;
-}
+sub resume_outage { thaw_cluster($nodes{outage}) }
 END { resume_outage(); }
 $SIG{INT} = $SIG{TERM} = sub { resume_outage(); exit 1; };
 
@@ -65,7 +52,7 @@ my ($out, $err) = ('', '');
 {
 	local %ENV = (%ENV,
 		RL_TABLE_DSN => dsn($nodes{table}), RL_MEMORY_DSN => dsn($nodes{memory}),
-		RL_OUTAGE_DSN => dsn($nodes{outage}), RL_OUTAGE_PGDATA => $outage_data,
+		RL_OUTAGE_DSN => dsn($nodes{outage}), RL_OUTAGE_PGDATA => $nodes{outage}->data_dir,
 		RL_BOUNCER_DSN => "host=127.0.0.1 port=$bouncer_port dbname=postgres user=postgres sslmode=disable",
 		RL_PGBIN => $nodes{outage}->config_data('--bindir'), RL_TAP => $tap,
 		PYTHONPATH => "$src/clients/python/src", PYTHONDONTWRITEBYTECODE => 1);

@@ -9,7 +9,7 @@ use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 
-our @EXPORT = qw(doc_block debian_node);
+our @EXPORT = qw(doc_block debian_node sql_code results_normal);
 
 my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
 
@@ -47,6 +47,31 @@ HBA
 	close $hba;
 	$node->start;
 	return $node;
+}
+
+# sql_code(LINE): the code of an SQL line, without its comment (a -- outside
+# quotes)
+sub sql_code
+{
+	my ($line) = @_;
+	my $quoted = 0;
+	for my $i (0 .. length($line) - 2)
+	{
+		my $c = substr($line, $i, 1);
+		$quoted = !$quoted if $c eq "'";
+		return substr($line, 0, $i) if !$quoted && substr($line, $i, 2) eq '--';
+	}
+	return $line;
+}
+
+# results_normal(TEXT): query results as a page writes them, "a | b", and as
+# psql -A prints them, "a|b", made alike
+sub results_normal
+{
+	my ($s) = @_;
+	$s =~ s/\s*\|\s*/|/g;
+	$s =~ s/^\s+|\s+$//g;
+	return $s;
 }
 
 1;

@@ -27,28 +27,6 @@ while ($readme =~ /^```(sql|sh)\n(.*?)^```$/msg)
 }
 my $illustration = shift @blocks;
 
-# the code of a line, without its comment (a -- outside quotes)
-sub code
-{
-	my ($line) = @_;
-	my $quoted = 0;
-	for my $i (0 .. length($line) - 2)
-	{
-		my $c = substr($line, $i, 1);
-		$quoted = !$quoted if $c eq "'";
-		return substr($line, 0, $i) if !$quoted && substr($line, $i, 2) eq '--';
-	}
-	return $line;
-}
-
-sub normal
-{
-	my ($s) = @_;
-	$s =~ s/\s*\|\s*/|/g;
-	$s =~ s/^\s+|\s+$//g;
-	return $s;
-}
-
 # the environment of a reader's shell on the server: psql's defaults point
 # at this cluster (the README names none), and localhost is this cluster too
 local $ENV{PGHOST} = $node->host;
@@ -76,7 +54,7 @@ sub statements
 	my (@stmts, $sql);
 	for my $line (split /\n/, $block)
 	{
-		my $code = code($line);
+		my $code = sql_code($line);
 		next if !defined $sql && $code =~ /^\s*$/;
 		$sql .= "$line\n";
 		if ($code =~ /;\s*$/ && (() = $sql =~ /\$\$/g) % 2 == 0)
@@ -124,7 +102,7 @@ for my $block (@blocks)
 				# depend on it failing or not
 				next if $again && $cmd =~ /CREATE ROLE|createdb|CREATE EXTENSION/;
 				is($ret, 0, 'sh: ' . $cmd . ($again ? ' (again)' : '')) or diag($err);
-				is(normal($out), normal($want), "sh: $cmd prints $want") if defined $want && !$again;
+				is(results_normal($out), results_normal($want), "sh: $cmd prints $want") if defined $want && !$again;
 			}
 			$sh_lines++;
 		}
@@ -151,7 +129,7 @@ for my $block (@blocks)
 			my ($sql, $want) = @{ $run[$i] };
 			next unless defined $want;
 			my ($line1) = $sql =~ /^(?:\s*--[^\n]*\n)*\s*([^\n]*)/;
-			is(normal($outs[$i] // ''), normal($want), "sql ($first): $line1 prints $want");
+			is(results_normal($outs[$i] // ''), results_normal($want), "sql ($first): $line1 prints $want");
 		}
 	}
 }

@@ -6,6 +6,8 @@
 # and run with sample addresses.
 use strict;
 use warnings;
+use lib "$ENV{RL_SRC}/test/docs";
+use Docs;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -45,28 +47,6 @@ my @setups = (
 	[ qr/^CREATE EXTENSION ratelimit_proxy/m => 'DROP ROLE app' ],
 	[ qr/rl_shard_hash|^CREATE SERVER ratelimit/m => 'CREATE EXTENSION ratelimit_proxy CASCADE' ],
 	[ qr/./ => 'CREATE EXTENSION ratelimit' ]);
-
-# the code of a line, without its comment (a -- outside quotes)
-sub code
-{
-	my ($line) = @_;
-	my $quoted = 0;
-	for my $i (0 .. length($line) - 2)
-	{
-		my $c = substr($line, $i, 1);
-		$quoted = !$quoted if $c eq "'";
-		return substr($line, 0, $i) if !$quoted && substr($line, $i, 2) eq '--';
-	}
-	return $line;
-}
-
-sub normal
-{
-	my ($s) = @_;
-	$s =~ s/\s*\|\s*/|/g;
-	$s =~ s/^\s+|\s+$//g;
-	return $s;
-}
 
 # the docs' pages, in name order; the policies page is one story, block
 # after block, that 042_docs_policies.pl runs in order
@@ -111,7 +91,7 @@ for my $block (@blocks)
 			$table .= "$line\n";
 			next;
 		}
-		my $code = code($line);
+		my $code = sql_code($line);
 		next if !defined $sql && $code =~ /^\s*$/;
 		$sql .= "$line\n";
 		# a statement ends at a ";" outside a dollar-quoted body
@@ -153,7 +133,7 @@ for my $block (@blocks)
 				extra_params => [ @as, '-v', 'ON_ERROR_STOP=1' ]);
 			is($ret, 0, "$name runs") or diag($err);
 			next unless defined $expect;
-			is(normal($out), normal($expect), "$name prints $expect");
+			is(results_normal($out), results_normal($expect), "$name prints $expect");
 			$checked++;
 		}
 	}
@@ -198,7 +178,7 @@ is( $stdout,
 	'the Python of docs/proxy.md names the partition the proxy routes to');
 note("$checked results checked");
 
-sub code_only { join("\n", map { code($_) } split /\n/, $_[0]) . "\n" }
+sub code_only { join("\n", map { sql_code($_) } split /\n/, $_[0]) . "\n" }
 
 $node->stop;
 done_testing();
