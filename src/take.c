@@ -170,6 +170,8 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 		error = GCRA_BAD_COST;
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
+	policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
+						   "rl_take(limiter, key, cost)");
 
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
 				   &limit, now, cost);
