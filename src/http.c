@@ -36,11 +36,14 @@ typedef struct HeaderDecision
 	int64		reset_after_us;
 } HeaderDecision;
 
-/* Whole seconds, rounded up, of a positive number of microseconds. */
+/*
+ * Whole seconds, rounded up, of a positive number of microseconds (any
+ * int64: adding a second's worth first would wrap near the largest).
+ */
 static int64
 ceil_seconds(int64 us)
 {
-	return (us + USECS_PER_SEC - 1) / USECS_PER_SEC;
+	return us / USECS_PER_SEC + (us % USECS_PER_SEC != 0);
 }
 
 /* A field of d in seconds as microseconds: finite and not negative. */

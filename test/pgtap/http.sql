@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 
-SELECT plan(59);
+SELECT plan(61);
 
 -- decisions of real calls, at a fixed clock
 CREATE TEMP TABLE at0 AS SELECT '2030-01-01 00:00:00+00'::timestamptz AS t0;
@@ -115,6 +115,11 @@ SELECT throws_ok($$SELECT rl_headers(ROW(true, NULL, 0, 0)::rl_decision, 'api', 
 SELECT throws_ok($$SELECT rl_headers(ROW(true, 2, 0, 0)::rl_decision, 'api', 1, 1)$$,
 				 '22023', 'd.remaining must be between 0 and burst, not 2',
 				 'remaining above burst: another limit''s decision');
+SELECT is(rl_headers(ROW(false, 0, 9223372036854, 0)::rl_decision, 'api', 1, 1)->>'Retry-After',
+		  '9223372036854', 'the largest retry_after accepted, in whole seconds: no wrap');
+SELECT throws_ok($$SELECT rl_headers(ROW(false, 0, 9223372036855, 0)::rl_decision, 'api', 1, 1)$$,
+				 '22023', 'd.retry_after must be a number of seconds, not 9223372036855',
+				 'one second more is refused');
 SELECT throws_ok($$SELECT rl_headers(ROW(true, 1, 0, -1)::rl_decision, 'api', 1, 1)$$,
 				 '22023', 'd.reset_after must be a number of seconds, not -1',
 				 'a negative reset_after is refused');
