@@ -4,3 +4,8 @@
  * test/t/006_upgrade.pl compares them. */
 
 \echo Use "ALTER EXTENSION ratelimit UPDATE TO '1.2'" to load this file. \quit
+
+-- Policies, HTTP and PostgREST (1.2).
+-- rl_headers by policy may read rl_policies at its newest, which a parallel
+-- plan cannot do (in a worker or in the leader)
+ALTER FUNCTION rl_headers(rl_decision, text) PARALLEL UNSAFE;
