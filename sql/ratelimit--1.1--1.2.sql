@@ -6,6 +6,18 @@
 \echo Use "ALTER EXTENSION ratelimit UPDATE TO '1.2'" to load this file. \quit
 
 -- Policies, HTTP and PostgREST (1.2).
+-- A changed policy reaches every backend's cache also when logical
+-- replication applies it: the apply worker fires row triggers (and
+-- TRUNCATE's), not the statement triggers of INSERT, UPDATE and DELETE.
+DROP TRIGGER rl_policies_changed ON rl_policies;
+CREATE TRIGGER rl_policies_changed
+	AFTER INSERT OR UPDATE OR DELETE ON rl_policies
+	FOR EACH ROW EXECUTE FUNCTION rl_policies_changed();
+CREATE TRIGGER rl_policies_truncated
+	AFTER TRUNCATE ON rl_policies
+	FOR EACH STATEMENT EXECUTE FUNCTION rl_policies_changed();
+ALTER TABLE rl_policies ENABLE ALWAYS TRIGGER rl_policies_changed;
+ALTER TABLE rl_policies ENABLE ALWAYS TRIGGER rl_policies_truncated;
 -- rl_guard in C, like rl_take: it finds rl_policies and rl_buckets in its own
 -- schema, never by a schema name, which ALTER SCHEMA ... RENAME changes and
 -- another role could then create.  (CREATE OR REPLACE drops 1.1's
