@@ -10,7 +10,10 @@
  * takes and nothing else, so no role can refund a bucket that it has not
  * just spent itself.  The memory is forgotten when it is refunded, when the
  * call ends, and at the end of every transaction.
-
+ *
+ * A part's error is the caller's: an element number in it ("element N of
+ * the arrays of rl_take_all", which the C client reads) is renumbered from
+ * the part's arrays to the caller's.
  */
 #include "postgres.h"
 
@@ -96,6 +99,39 @@ function_schema(Oid fn_oid)
 }
 
 /*
+ * The caller's element for the part's element number in context, which
+ * names it as "element N of the arrays of rl_take_all"; NULL when it does
+ * not.
+ */
+static char *
+renumbered_context(const char *context, ArrayType *idx)
+{
+	static const char prefix[] = "element ";
+	static const char suffix[] = " of the arrays of rl_take_all";
+	const char *at;
+	char	   *end;
+	long		element;
+	Datum	   *positions;
+	int			n;
+	StringInfoData buf;
+
+	if (context == NULL || (at = strstr(context, prefix)) == NULL)
+		return NULL;
+	element = strtol(at + strlen(prefix), &end, 10);
+	if (strncmp(end, suffix, strlen(suffix)) != 0)
+		return NULL;
+	deconstruct_array(idx, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+					  &positions, NULL, &n);
+	if (element < 1 || element > n)
+		return NULL;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, context, at - context);
+	appendStringInfo(&buf, "%s%d", prefix, DatumGetInt32(positions[element - 1]));
+	appendStringInfoString(&buf, end);
+	return buf.data;
+}
+
+/*
  * rl_proxy_take_part(first, idx, limiters, keys, rates, bursts, costs): the
  * pairs at positions idx, all on one shard, taken there in one rl_take_all
  * (rates NULL: by policy), with the caller's rights.  first: a new call,
@@ -113,6 +149,7 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	Datum		values[6];
 	char		nulls[6];
 	char	   *query;
+	MemoryContext caller = CurrentMemoryContext;
 	HeapTupleHeader result;
 	bool		allowed;
 	bool		isnull;
@@ -144,9 +181,27 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 						 " %1$s.rl_proxy_pick($5, $1), %1$s.rl_proxy_pick($6, $1)) AS a", schema);
 
 	SPI_connect();
-	if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT ||
-		SPI_processed != 1)
-		elog(ERROR, "rl_proxy_take_all_first answered no row");
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "rl_proxy_take_all_first answered no row");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		char	   *context;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		context = renumbered_context(edata->context, PG_GETARG_ARRAYTYPE_P(1));
+		if (context == NULL)
+			PG_RE_THROW();
+		FlushErrorState();
+		edata->context = context;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
 
 	result = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 1, &isnull));

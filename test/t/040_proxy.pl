@@ -241,7 +241,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 21
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 23
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -295,6 +295,16 @@ SKIP:
 		qr/permission denied for foreign server ratelimit/,
 		'a role without USAGE on the server is refused a cross-shard rl_take_all too');
 	is(proxy($remaining), $before, 'and nothing was spent');
+
+	# a shard's error names the caller's element, not the shard's sub-array's
+	my ($n1) = keys_on(1, 'nobody', 1);
+	my $login_left = "SELECT (rl_take('login', '$l0', 0)).remaining";
+	my $login_before = proxy($login_left);
+	my (undef, undef, $err) = $proxy->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT rl_take_all('{login,ip,nobody}', '{$l0,$i1,$n1}')");
+	like($err, qr/ERROR:  42704:.*limiter "nobody" has no policy.*element 3 of the arrays of rl_take_all/s,
+		'an unknown policy on the second shard: element 3 of the caller\'s arrays');
+	is(proxy($login_left), $login_before, 'and the first shard\'s take was given back');
 
 	# and allowed: each shard spends
 	is(proxy("SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l0b}', '{1,1}')"),
