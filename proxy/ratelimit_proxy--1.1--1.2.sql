@@ -145,6 +145,46 @@ REVOKE EXECUTE ON FUNCTION
 	rl_proxy_refund_first(text[], text[], integer[])
 FROM PUBLIC;
 
+-- rl_policies, as a view of the first shard that answers (each shard keeps
+-- the same policies): clients read it with the SQL they run on one server,
+-- SELECT limiter, rate, burst, shadow FROM rl_policies.
+CREATE FUNCTION rl_proxy_policies_on(shard integer, OUT limiter text, OUT rate double precision,
+									 OUT burst integer, OUT shadow boolean)
+RETURNS SETOF record AS $$
+	CLUSTER 'ratelimit';
+	RUN ON shard;
+	SELECT limiter, rate, burst, shadow FROM @extschema@.rl_policies;
+$$ LANGUAGE plproxy;
+
+CREATE FUNCTION rl_proxy_policies(OUT limiter text, OUT rate double precision,
+								  OUT burst integer, OUT shadow boolean)
+RETURNS SETOF record
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	last integer := greatest(@extschema@.rl_proxy_partitions(), 1) - 1;
+BEGIN
+	FOR p IN 0 .. last - 1 LOOP
+		BEGIN
+			RETURN QUERY SELECT * FROM @extschema@.rl_proxy_policies_on(p);
+			RETURN;
+		EXCEPTION WHEN OTHERS THEN
+			NULL;	-- the next shard holds the same policies
+		END;
+	END LOOP;
+	-- the last one's error is the caller's
+	RETURN QUERY SELECT * FROM @extschema@.rl_proxy_policies_on(last);
+END;
+$$;
+
+CREATE VIEW rl_policies AS SELECT limiter, rate, burst, shadow FROM rl_proxy_policies();
+
+GRANT EXECUTE ON FUNCTION
+	rl_proxy_policies_on(integer),
+	rl_proxy_policies()
+TO PUBLIC;
+GRANT SELECT ON rl_policies TO PUBLIC;
+
 -- Grants that ALTER DEFAULT PRIVILEGES added to the objects made above go
 -- (the grants of older objects are the administrator's, and stay).
 DO $$
@@ -159,9 +199,20 @@ BEGIN
 						'rl_proxy_taken()'::regprocedure,
 						'rl_proxy_forget_taken()'::regprocedure,
 						'rl_proxy_refund_first(text[], text[], integer[])'::regprocedure,
-						'rl_proxy_refund_taken()'::regprocedure)
+						'rl_proxy_refund_taken()'::regprocedure,
+						'rl_proxy_policies_on(integer)'::regprocedure,
+						'rl_proxy_policies()'::regprocedure)
 		  AND a.grantee NOT IN (0, p.proowner)
 	LOOP
 		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', fn, grantee);
 	END LOOP;
+	FOR grantee IN
+		SELECT DISTINCT a.grantee::regrole
+		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) AS a
+		WHERE c.oid = 'rl_policies'::regclass AND a.grantee NOT IN (0, c.relowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON rl_policies FROM %s', grantee);
+	END LOOP;
 END $$;
+REVOKE ALL ON rl_policies FROM PUBLIC;
+GRANT SELECT ON rl_policies TO PUBLIC;

@@ -241,7 +241,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 23
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 24
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -256,6 +256,10 @@ SKIP:
 	proxy(q{GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app;
 		CREATE ROLE taker; GRANT USAGE ON FOREIGN SERVER ratelimit TO taker});
 
+	# the proxy serves the shards' policies to clients, with the same SQL
+	my $policies = 'SELECT limiter, rate, burst, shadow FROM rl_policies ORDER BY limiter';
+	is(proxy("SET ROLE taker; $policies"), $shards[0]->safe_psql('postgres', $policies),
+		'SELECT ... FROM rl_policies on the proxy reads the shards\' policies');
 	my ($l0, $l0b) = keys_on(2, 'login', 0);
 	my ($l1) = keys_on(1, 'login', 1);
 	my ($i0) = keys_on(1, 'ip', 0);
