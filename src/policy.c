@@ -306,7 +306,8 @@ policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
 
 	d = store_take(fn_oid, function, bucket_key(limiter, key), &limit, now,
 				   cost);
-	stats_count(limiter, &d, policy->shadow);
+	if (cost > 0)				/* a peek is not a decision: not counted */
+		stats_count(limiter, &d, policy->shadow);
 	return d;
 }
 

@@ -175,7 +175,8 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz now)
 
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
 				   &limit, now, cost);
-	stats_count(limiter, &d, false);
+	if (cost > 0)				/* a peek is not a decision: not counted */
+		stats_count(limiter, &d, false);
 
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, false));
 }
