@@ -46,6 +46,7 @@ PG_FUNCTION_INFO_V1(rl_policies_changed);
 typedef struct PolicyEntry
 {
 	char	   *limiter;		/* hash key: a NUL-terminated copy */
+	int			length;			/* strlen(limiter) */
 	bool		exists;			/* false: the limiter has no policy */
 	Policy		policy;
 } PolicyEntry;
@@ -69,6 +70,13 @@ static bool policies_found = false;
 static MemoryContext policy_context = NULL;
 static HTAB *policies = NULL;
 static bool cache_valid = false;
+
+/*
+ * The entry found last: a backend usually asks for one limiter over and
+ * over, which then costs a length and a memcmp, not a copy of the name and
+ * a hash lookup.  NULL whenever the cache is emptied.
+ */
+static PolicyEntry *last_entry = NULL;
 
 /* An invalidation may arrive at any time: only mark, empty on next use. */
 static void
@@ -129,6 +137,7 @@ reset_cache(void)
 											   ALLOCSET_SMALL_SIZES);
 	else
 		MemoryContextReset(policy_context);
+	last_entry = NULL;
 
 	ctl.keysize = sizeof(char *);
 	ctl.entrysize = sizeof(PolicyEntry);
@@ -208,7 +217,8 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 static const PolicyEntry *
 cached_policy(Oid fn_oid, text *limiter)
 {
-	char	   *name = text_to_cstring(limiter);
+	int			length = VARSIZE_ANY_EXHDR(limiter);
+	char	   *name;
 	PolicyEntry *entry;
 	Policy		policy = {0};
 	bool		exists;
@@ -216,10 +226,15 @@ cached_policy(Oid fn_oid, text *limiter)
 
 	if (!cache_valid)
 		reset_cache();
+	if (last_entry != NULL && last_entry->length == length &&
+		memcmp(last_entry->limiter, VARDATA_ANY(limiter), length) == 0)
+		return last_entry;
+	name = text_to_cstring(limiter);
 	entry = hash_search(policies, &name, HASH_FIND, NULL);
 	if (entry != NULL)
 	{
 		pfree(name);
+		last_entry = entry;
 		return entry;
 	}
 
@@ -235,9 +250,11 @@ cached_policy(Oid fn_oid, text *limiter)
 	if (!cache_valid || hash_get_num_entries(policies) >= MAX_CACHED_LIMITERS)
 		reset_cache();
 	entry = hash_search(policies, &name, HASH_ENTER, &found);
+	entry->length = length;
 	entry->exists = exists;
 	entry->policy = policy;
 	pfree(name);
+	last_entry = entry;
 	return entry;
 }
 
