@@ -28,7 +28,12 @@
  *	5. on a timeout (the query is cancelled, the connection closed) or an
  *	   error, the in-memory limiter decides (source fallback) and the
  *	   backoff starts: the database is tried again by one request per
- *	   backoff interval.  With partitions set (a ratelimit_proxy in front
+ *	   backoff interval.  An error that a retry cannot fix is bad use, not
+ *	   an outage: SQLSTATE 42501 (a limiter with a policy called with an
+ *	   explicit rate and burst, or a function the role may not call), 42704
+ *	   (a limiter without a policy) and class 22 (an argument refused) are
+ *	   an error status for the limiter at fault, with no fallback decision
+ *	   and no backoff.  With partitions set (a ratelimit_proxy in front
  *	   of shards), each partition has its own backoff, so only the keys of
  *	   a failing shard fall back; a multi-limit call falls back when any of
  *	   its keys' partitions is in its backoff.
@@ -84,7 +89,11 @@ typedef enum RlStatus
 	RL_SYSTEM_ERROR,			/* no clock or random seed */
 	RL_UNKNOWN_LIMITER,			/* the database has no policy for it */
 	RL_BAD_COUNT,				/* not 1 to RL_MAX_REQUESTS requests */
-	RL_DUPLICATE				/* the same (limiter, key) twice */
+	RL_DUPLICATE,				/* the same (limiter, key) twice */
+	RL_NOT_PERMITTED,			/* 42501: the limiter has a policy (use the
+								 * policy form), or the role may not call */
+	RL_REFUSED					/* class 22: the database refused an
+								 * argument, e.g. a policy's limit */
 } RlStatus;
 
 /* Most requests one rl_client_take_all decides, as rl_take_all. */
@@ -127,8 +136,9 @@ typedef struct RlDecisionAll
 								 * denied, INFINITY when one has cost > burst */
 	double		reset_after;	/* the largest */
 	int			binding;		/* requests[binding].limiter is rl_take_all's
-								 * limiter; on a refused argument or an
-								 * unknown limiter, the request at fault */
+								 * limiter; on a refused argument, an
+								 * unknown limiter or another refusal by
+								 * the database, the request at fault */
 	RlSource	source;
 } RlDecisionAll;
 
@@ -189,7 +199,8 @@ extern RlStatus rl_client_new(const RlClientOptions *options,
  * Take cost requests from the bucket of (limiter, key) at rate per second
  * with burst, as rl_take(limiter, key, rate, burst, cost) does.  On RL_OK,
  * *decision holds the decision; otherwise it holds a denial and the status
- * says which argument was refused.
+ * says which argument was refused.  A limiter that has a policy is
+ * RL_NOT_PERMITTED: rl_client_take_policy decides it.
  */
 extern RlStatus rl_client_take(RlClient *client, const char *limiter,
 							   const char *key, double rate, int32_t burst,
@@ -319,7 +330,7 @@ typedef enum RlDbResult
 	RL_DB_BUSY,					/* no free connection before the deadline */
 	RL_DB_TIMEOUT,
 	RL_DB_ERROR,
-	RL_DB_UNKNOWN				/* 42704: a limiter without a policy */
+	RL_DB_REFUSED				/* an error a retry cannot fix: bad use */
 } RlDbResult;
 
 typedef enum RlWarning
@@ -540,6 +551,10 @@ rl_status_message(RlStatus status)
 			return "requests must have 1 to 16 elements";
 		case RL_DUPLICATE:
 			return "limiters and keys must not name the same pair twice";
+		case RL_NOT_PERMITTED:
+			return "the database refused the call: the limiter has a policy in rl_policies (call the policy form), or the role may not call this function";
+		case RL_REFUSED:
+			return "the database refused an argument of the call (SQLSTATE class 22), e.g. a policy whose limit it cannot use";
 	}
 	return "unknown status";
 }
@@ -1028,6 +1043,35 @@ rl_error_detail(PGconn *conn, const PGresult *res, char *detail, size_t len)
 		snprintf(detail, len, "the connection failed");
 }
 
+/*
+ * The status of an error that a retry cannot fix, and which request it is
+ * about ("element N of the arrays of rl_take_all" in its context; 0 when it
+ * does not say); RL_OK for any other failure, an outage.
+ */
+static RlStatus
+rl_refusal(const PGresult *res, int n, int *element)
+{
+	const char *state;
+	const char *context;
+	const char *at;
+
+	if (res == NULL || PQresultStatus(res) != PGRES_FATAL_ERROR ||
+		(state = PQresultErrorField(res, PG_DIAG_SQLSTATE)) == NULL)
+		return RL_OK;
+	context = PQresultErrorField(res, PG_DIAG_CONTEXT);
+	at = context ? strstr(context, "element ") : NULL;
+	*element = at != NULL ? atoi(at + 8) - 1 : 0;
+	if (*element < 0 || *element >= n)
+		*element = 0;
+	if (strcmp(state, "42501") == 0)
+		return RL_NOT_PERMITTED;
+	if (strcmp(state, "42704") == 0)
+		return RL_UNKNOWN_LIMITER;
+	if (strncmp(state, "22", 2) == 0)
+		return RL_REFUSED;
+	return RL_OK;
+}
+
 static RlConnection *
 rl_pool_acquire(RlClient *c, int64_t deadline)
 {
@@ -1339,8 +1383,10 @@ rl_db_call(RlClient *c, const char *query, int nparams,
 static RlDbResult
 rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
 		   int32_t burst, int32_t cost, int64_t deadline, RlDecision *out,
-		   char *detail, size_t len)
+		   RlStatus *refused, char *detail, size_t len)
 {
+	int			element;
+
 	char		rate_text[32];
 	char		burst_text[16];
 	char		cost_text[16];
@@ -1353,7 +1399,9 @@ rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
 	snprintf(burst_text, sizeof(burst_text), "%d", (int) burst);
 	snprintf(cost_text, sizeof(cost_text), "%d", (int) cost);
 	r = rl_db_call(c, c->query, 5, values, NULL, deadline, &res, detail, len);
-	if (r == RL_DB_OK && !rl_parse_decision(res, out))
+	if (r == RL_DB_ERROR && (*refused = rl_refusal(res, 1, &element)) != RL_OK)
+		r = RL_DB_REFUSED;
+	else if (r == RL_DB_OK && !rl_parse_decision(res, out))
 	{
 		snprintf(detail, len, "rl_take answered something that is not a decision");
 		r = RL_DB_ERROR;
@@ -1582,10 +1630,18 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 	pthread_mutex_unlock(&c->lock);
 
 	r = rl_db_take(c, limiter, key, rate, burst, cost, deadline, decision,
-				   detail, sizeof(detail));
+				   &status, detail, sizeof(detail));
 
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
+	if (r == RL_DB_REFUSED)
+	{
+		/* the database answered: bad use, neither a failure nor a decision */
+		rl_health_set(c, &part, 1, now, 0, NULL);
+		pthread_mutex_unlock(&c->lock);
+		memset(decision, 0, sizeof(*decision));
+		return status;
+	}
 	if (r == RL_DB_OK)
 	{
 		rl_health_set(c, &part, 1, now, 0, NULL);
@@ -1817,14 +1873,14 @@ rl_parse_decision_all(const PGresult *res, const RlItem *items, int n,
 
 /*
  * One decision of call by the database.  When read_policies, rl_policies is
- * read first, on the same connection, into *policies.  RL_DB_UNKNOWN: the
- * database has no policy for items[*unknown].
+ * read first, on the same connection, into *policies.  RL_DB_REFUSED: bad
+ * use, *refused about items[*element].
  */
 static RlDbResult
 rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 			 bool read_policies, int64_t deadline, RlDecisionAll *out,
 			 double *resets, RlPolicy **policies, int *npolicies,
-			 int *unknown, char *detail, size_t len)
+			 RlStatus *refused, int *element, char *detail, size_t len)
 {
 	char	   *limiters = NULL;
 	char	   *keys = NULL;
@@ -1881,20 +1937,8 @@ rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 		r = RL_DB_ERROR;
 	}
 	PQclear(read);
-	if (r == RL_DB_ERROR && res != NULL &&
-		PQresultStatus(res) == PGRES_FATAL_ERROR &&
-		strcmp(PQresultErrorField(res, PG_DIAG_SQLSTATE) ?
-			   PQresultErrorField(res, PG_DIAG_SQLSTATE) : "", "42704") == 0)
-	{
-		/* "element N of the arrays of rl_take_all" says which */
-		const char *context = PQresultErrorField(res, PG_DIAG_CONTEXT);
-		const char *element = context ? strstr(context, "element ") : NULL;
-
-		*unknown = element != NULL ? atoi(element + 8) - 1 : 0;
-		if (*unknown < 0 || *unknown >= n)
-			*unknown = 0;
-		r = RL_DB_UNKNOWN;
-	}
+	if (r == RL_DB_ERROR && (*refused = rl_refusal(res, n, element)) != RL_OK)
+		r = RL_DB_REFUSED;
 	else if (r == RL_DB_OK && call == RL_CALL_POLICY)
 	{
 		RlDecision	d;
@@ -2140,7 +2184,8 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	double		resets[RL_MAX_REQUESTS];
 	RlPolicy   *policies = NULL;
 	int			npolicies = 0;
-	int			unknown = 0;
+	RlStatus	refused = RL_OK;
+	int			element = 0;
 	RlDbResult	r;
 	RlReason	reason;
 	RlHealth   *h;
@@ -2181,7 +2226,8 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	pthread_mutex_unlock(&c->lock);
 
 	r = rl_db_decide(c, call, items, n, read_policies, deadline, out, resets,
-					 &policies, &npolicies, &unknown, detail, sizeof(detail));
+					 &policies, &npolicies, &refused, &element, detail,
+					 sizeof(detail));
 
 	pthread_mutex_lock(&c->lock);
 	now = rl_now_us();
@@ -2195,13 +2241,14 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	}
 	else if (read_policies)
 		c->policies_due_us = 0;
-	if (r == RL_DB_UNKNOWN)
+	if (r == RL_DB_REFUSED)
 	{
+		/* the database answered: bad use, neither a failure nor a decision */
 		rl_health_set(c, parts, n, now, 0, NULL);
 		pthread_mutex_unlock(&c->lock);
 		memset(out, 0, sizeof(*out));
-		out->binding = unknown;
-		return RL_UNKNOWN_LIMITER;
+		out->binding = element;
+		return refused;
 	}
 	if (r == RL_DB_OK)
 	{

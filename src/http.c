@@ -2,7 +2,8 @@
  * http.c
  *		rl_headers: a decision as the HTTP fields of the IETF RateLimit draft
  *		(draft-ietf-httpapi-ratelimit-headers-11) and Retry-After, as a jsonb
- *		object of field name to field value.
+ *		object of field name to field value; and rl_guard, PostgREST's
+ *		pre-request check, whose denial carries those fields.
  *
  * The values are structured-field Lists of one Item: the limiter's name as
  * an sf-string with parameters q and w (RateLimit-Policy), r and t
@@ -25,6 +26,10 @@
 
 PG_FUNCTION_INFO_V1(rl_headers);
 PG_FUNCTION_INFO_V1(rl_headers_policy);
+PG_FUNCTION_INFO_V1(rl_guard);
+
+/* PostgREST turns an error of this SQLSTATE into the HTTP response it names */
+#define ERRCODE_POSTGREST_RESPONSE MAKE_SQLSTATE('P','G','R','S','T')
 
 /* The fields of rl_decision the headers use. */
 typedef struct HeaderDecision
@@ -36,11 +41,14 @@ typedef struct HeaderDecision
 	int64		reset_after_us;
 } HeaderDecision;
 
-/* Whole seconds, rounded up, of a positive number of microseconds. */
+/*
+ * Whole seconds, rounded up, of a positive number of microseconds (any
+ * int64: adding a second's worth first would wrap near the largest).
+ */
 static int64
 ceil_seconds(int64 us)
 {
-	return (us + USECS_PER_SEC - 1) / USECS_PER_SEC;
+	return us / USECS_PER_SEC + (us % USECS_PER_SEC != 0);
 }
 
 /* A field of d in seconds as microseconds: finite and not negative. */
@@ -125,10 +133,11 @@ limiter_sf_string(text *limiter)
 	return buf.data;
 }
 
+/* name: value in the JSON object that starts at json->data[start] */
 static void
-append_field(StringInfo json, const char *name, const char *value)
+append_field(StringInfo json, int start, const char *name, const char *value)
 {
-	if (json->len > 1)
+	if (json->len > start + 1)
 		appendStringInfoChar(json, ',');
 	escape_json(json, name);
 	appendStringInfoChar(json, ':');
@@ -137,18 +146,22 @@ append_field(StringInfo json, const char *name, const char *value)
 
 /*
  * The fields for decision d of the limiter named name (an sf-string) under
- * the limit (rate, burst): the body of both forms of rl_headers.
+ * the limit (rate, burst), as the text of a JSON object appended to json:
+ * the body of both forms of rl_headers and of rl_guard's denial.  Answers
+ * the Retry-After seconds, or -1 when there is none.
  */
-static Datum
-headers(const HeaderDecision *d, const char *name, double rate, int32 burst)
+static int64
+headers_json(StringInfo json, const HeaderDecision *d, const char *name,
+			 double rate, int32 burst)
 {
 	GcraLimit	limit = {0};
 	GcraError	error;
 	StringInfoData value;
-	StringInfoData json;
 	int64		T;
 	int64		window;
 	int64		next_cell_s = 0;
+	int64		retry_s = -1;
+	int			start = json->len;
 
 	error = gcra_limit_init(&limit, rate, burst, GetCurrentTimestamp(),
 							END_TIMESTAMP - 1);
@@ -164,13 +177,12 @@ headers(const HeaderDecision *d, const char *name, double rate, int32 burst)
 				 errhint("Pass the limit the decision was made with.")));
 
 	initStringInfo(&value);
-	initStringInfo(&json);
-	appendStringInfoChar(&json, '{');
+	appendStringInfoChar(json, '{');
 
 	/* the window in which burst requests fit: w = max(1, ceil(burst / rate)) */
 	window = (int64) Max(1.0, ceil((double) burst / rate));
 	appendStringInfo(&value, "%s;q=%d;w=" INT64_FORMAT, name, burst, window);
-	append_field(&json, "RateLimit-Policy", value.data);
+	append_field(json, start, "RateLimit-Policy", value.data);
 
 	/*
 	 * Seconds until the next cell is back.  reset_after is the debt
@@ -194,7 +206,7 @@ headers(const HeaderDecision *d, const char *name, double rate, int32 burst)
 		next_cell_s = ceil_seconds(back_us);
 		appendStringInfo(&value, ";t=" INT64_FORMAT, next_cell_s);
 	}
-	append_field(&json, "RateLimit", value.data);
+	append_field(json, start, "RateLimit", value.data);
 
 	/*
 	 * A denial that can be retried: Retry-After, never earlier than t (a
@@ -203,13 +215,24 @@ headers(const HeaderDecision *d, const char *name, double rate, int32 burst)
 	 */
 	if (!d->allowed && d->retry_known)
 	{
+		retry_s = Max(ceil_seconds(d->retry_after_us), next_cell_s);
 		resetStringInfo(&value);
-		appendStringInfo(&value, INT64_FORMAT,
-						 Max(ceil_seconds(d->retry_after_us), next_cell_s));
-		append_field(&json, "Retry-After", value.data);
+		appendStringInfo(&value, INT64_FORMAT, retry_s);
+		append_field(json, start, "Retry-After", value.data);
 	}
 
-	appendStringInfoChar(&json, '}');
+	appendStringInfoChar(json, '}');
+	pfree(value.data);
+	return retry_s;
+}
+
+static Datum
+headers(const HeaderDecision *d, const char *name, double rate, int32 burst)
+{
+	StringInfoData json;
+
+	initStringInfo(&json);
+	(void) headers_json(&json, d, name, rate, burst);
 	PG_RETURN_DATUM(DirectFunctionCall1(jsonb_in, CStringGetDatum(json.data)));
 }
 
@@ -235,4 +258,68 @@ rl_headers_policy(PG_FUNCTION_ARGS)
 	Policy		policy = policy_lookup(fcinfo->flinfo->fn_oid, limiter);
 
 	return headers(&d, name, policy.rate, policy.burst);
+}
+
+/*
+ * rl_guard(limiter, key, cost): take by the limiter's policy.  Allowed, it
+ * returns; denied, it raises the error PostgREST answers as HTTP 429: the
+ * message is the response's JSON body, the detail its status and headers.
+ * In C, like rl_take: it finds rl_policies and rl_buckets in its own schema,
+ * never by a schema name that ALTER SCHEMA ... RENAME changes and another
+ * role could then take.
+ */
+Datum
+rl_guard(PG_FUNCTION_ARGS)
+{
+	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
+	text	   *key = required_text_argument(fcinfo, 1, "key");
+	Policy		policy;
+	GcraDecision d;
+	HeaderDecision hd;
+	StringInfoData fields;
+	StringInfoData body;
+	StringInfoData detail;
+	StringInfoData text;
+	int64		retry_s;
+
+	require_argument(fcinfo, 2, "cost");
+	d = policy_take(fcinfo->flinfo->fn_oid, "rl_guard", limiter, key,
+					PG_GETARG_INT32(2), &policy);
+	if (d.allowed || policy.shadow)
+		PG_RETURN_VOID();
+
+	hd.allowed = false;
+	hd.remaining = d.remaining;
+	hd.retry_known = d.retry_known;
+	hd.retry_after_us = d.retry_after_us;
+	hd.reset_after_us = d.reset_after_us;
+	initStringInfo(&fields);
+	retry_s = headers_json(&fields, &hd, limiter_sf_string(limiter),
+						   policy.rate, policy.burst);
+
+	/* the texts of 1.1's json_build_object and jsonb, byte for byte */
+	initStringInfo(&detail);
+	appendStringInfo(&detail, "{\"status\" : 429, \"headers\" : %s}",
+					 DatumGetCString(DirectFunctionCall1(jsonb_out,
+														 DirectFunctionCall1(jsonb_in,
+																			 CStringGetDatum(fields.data)))));
+	initStringInfo(&body);
+	initStringInfo(&text);
+	appendStringInfoString(&body, "{\"code\" : \"RL429\", \"message\" : \"Too Many Requests\", \"details\" : ");
+	appendStringInfo(&text, "The rate limit %s is exhausted.", text_to_cstring(limiter));
+	escape_json(&body, text.data);
+	appendStringInfoString(&body, ", \"hint\" : ");
+	resetStringInfo(&text);
+	if (retry_s >= 0)
+		appendStringInfo(&text, "Retry in " INT64_FORMAT " seconds.", retry_s);
+	else
+		appendStringInfoString(&text, "This request costs more than the limit ever allows.");
+	escape_json(&body, text.data);
+	appendStringInfoChar(&body, '}');
+
+	ereport(ERROR,
+			(errcode(ERRCODE_POSTGREST_RESPONSE),
+			 errmsg_internal("%s", body.data),
+			 errdetail_internal("%s", detail.data)));
+	PG_RETURN_VOID();
 }

@@ -4,11 +4,13 @@
  *		rl_take(limiter, key, cost) by the limiter's policy.
  *
  * A policy call must cost no more than the explicit one, so policies are not
- * read from the table on every call: each backend keeps the ones it used.  A
- * statement trigger on rl_policies queues a relcache invalidation of the
- * table, which PostgreSQL delivers to every backend when the change commits
- * (and to nobody when it rolls back); the relcache callback here then empties
- * the cache, and the next call reads the table again.
+ * read from the table on every call: each backend keeps the ones it used,
+ * and the names it found without a policy, which the explicit forms ask
+ * about on every call (a limiter with a policy is decided by it only).  A
+ * trigger on rl_policies queues a relcache invalidation of the table, which
+ * PostgreSQL delivers to every backend when the change commits (and to
+ * nobody when it rolls back); the relcache callback here then empties the
+ * cache, and the next call reads the table again.
  */
 #include "postgres.h"
 
@@ -45,34 +47,55 @@ PG_FUNCTION_INFO_V1(rl_policies_changed);
 typedef struct PolicyEntry
 {
 	char	   *limiter;		/* hash key: a NUL-terminated copy */
+	int			length;			/* strlen(limiter) */
+	bool		exists;			/* false: the limiter has no policy */
 	Policy		policy;
 } PolicyEntry;
 
-/* rl_policies' OID, InvalidOid until found or after it changed */
+/*
+ * Limiter names a backend keeps at most: one that makes up names for the
+ * explicit form (a limiter per tenant) empties the cache now and then rather
+ * than grow it without end.
+ */
+#define MAX_CACHED_LIMITERS 4096
+
+/*
+ * rl_policies' OID once policies_found, InvalidOid when the extension has no
+ * such table (its 1.0 objects: no limiter has a policy).  Found again after
+ * it or any function changed.
+ */
 static Oid	policies_relid = InvalidOid;
+static bool policies_found = false;
 
 /* the cache, in its own context; reset when cache_valid is false */
 static MemoryContext policy_context = NULL;
 static HTAB *policies = NULL;
 static bool cache_valid = false;
 
+/*
+ * The entry found last: a backend usually asks for one limiter over and
+ * over, which then costs a length and a memcmp, not a copy of the name and
+ * a hash lookup.  NULL whenever the cache is emptied.
+ */
+static PolicyEntry *last_entry = NULL;
+
 /* An invalidation may arrive at any time: only mark, empty on next use. */
 static void
 forget_policies(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == policies_relid)
+	if (relid == InvalidOid || (policies_found && relid == policies_relid))
 	{
 		cache_valid = false;
-		policies_relid = InvalidOid;
+		policies_found = false;
 	}
 }
 
 static void
 forget_policies_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 {
-	/* DROP and CREATE EXTENSION make another table */
+	/* DROP, CREATE and ALTER EXTENSION make another table */
 	cache_valid = false;
-	policies_relid = InvalidOid;
+	policies_found = false;
 }
 
 static uint32
@@ -115,6 +138,7 @@ reset_cache(void)
 											   ALLOCSET_SMALL_SIZES);
 	else
 		MemoryContextReset(policy_context);
+	last_entry = NULL;
 
 	ctl.keysize = sizeof(char *);
 	ctl.entrysize = sizeof(PolicyEntry);
@@ -128,6 +152,7 @@ reset_cache(void)
 	cache_valid = true;
 }
 
+/* rl_policies next to SQL function fn_oid, or InvalidOid */
 static Oid
 find_policies(Oid fn_oid)
 {
@@ -139,11 +164,6 @@ find_policies(Oid fn_oid)
 	relid = get_relname_relid("rl_policies",
 							  ((Form_pg_proc) GETSTRUCT(tuple))->pronamespace);
 	ReleaseSysCache(tuple);
-	if (!OidIsValid(relid))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"rl_policies\" of ratelimit is missing"),
-				 errhint("ALTER EXTENSION ratelimit UPDATE creates it.")));
 	return relid;
 }
 
@@ -192,38 +212,121 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 }
 
 /*
- * The policy of limiter, from this backend's cache or the table of the
- * extension that SQL function fn_oid belongs to.  An unknown limiter is an
- * error naming it.
+ * The cache's entry for limiter, read from the table of the extension that
+ * SQL function fn_oid belongs to when the cache does not know the name.
  */
-Policy
-policy_lookup(Oid fn_oid, text *limiter)
+static const PolicyEntry *
+cached_policy(Oid fn_oid, text *limiter)
 {
-	char	   *name = text_to_cstring(limiter);
+	int			length = VARSIZE_ANY_EXHDR(limiter);
+	char	   *name;
 	PolicyEntry *entry;
-	Policy		policy;
+	Policy		policy = {0};
+	bool		exists;
 	bool		found;
 
 	if (!cache_valid)
 		reset_cache();
+	if (last_entry != NULL && last_entry->length == length &&
+		memcmp(last_entry->limiter, VARDATA_ANY(limiter), length) == 0)
+		return last_entry;
+	name = text_to_cstring(limiter);
 	entry = hash_search(policies, &name, HASH_FIND, NULL);
 	if (entry != NULL)
-		return entry->policy;
+	{
+		pfree(name);
+		last_entry = entry;
+		return entry;
+	}
 
-	if (!OidIsValid(policies_relid))
+	if (!policies_found)
+	{
 		policies_relid = find_policies(fn_oid);
-	if (!read_policy(policies_relid, name, &policy))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("limiter \"%s\" has no policy", name),
-				 errhint("Add it to rl_policies, or pass rate and burst explicitly.")));
+		policies_found = true;
+	}
+	exists = OidIsValid(policies_relid) &&
+		read_policy(policies_relid, name, &policy);
 
 	/* reading the table may have processed an invalidation */
-	if (!cache_valid)
+	if (!cache_valid || hash_get_num_entries(policies) >= MAX_CACHED_LIMITERS)
 		reset_cache();
 	entry = hash_search(policies, &name, HASH_ENTER, &found);
+	entry->length = length;
+	entry->exists = exists;
 	entry->policy = policy;
-	return policy;
+	pfree(name);
+	last_entry = entry;
+	return entry;
+}
+
+/* The policy of limiter; an unknown limiter is an error naming it. */
+Policy
+policy_lookup(Oid fn_oid, text *limiter)
+{
+	const PolicyEntry *entry = cached_policy(fn_oid, limiter);
+
+	if (!entry->exists)
+	{
+		if (!OidIsValid(policies_relid))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("table \"rl_policies\" of ratelimit is missing"),
+					 errhint("ALTER EXTENSION ratelimit UPDATE creates it.")));
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("limiter \"%s\" has no policy", entry->limiter),
+				 errhint("Add it to rl_policies, or pass rate and burst explicitly.")));
+	}
+	return entry->policy;
+}
+
+/*
+ * The explicit forms (rate and burst as arguments) are for limiters without
+ * a policy: a limiter with one is decided by it only, or any caller could
+ * change its limit, and by the limit-change rule reset every budget of it.
+ * policy_form names the call to use instead.
+ */
+void
+policy_refuse_explicit(Oid fn_oid, text *limiter, const char *function,
+					   const char *policy_form)
+{
+	const PolicyEntry *entry = cached_policy(fn_oid, limiter);
+
+	if (entry->exists)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("limiter \"%s\" has a policy: %s cannot set its limit",
+						entry->limiter, function),
+				 errdetail("A limiter with a row in rl_policies is decided by its policy only."),
+				 errhint("Call %s, the policy form.", policy_form)));
+}
+
+/*
+ * A decision by the policy of limiter for SQL function fn_oid named
+ * function: the body of rl_take(limiter, key, cost) and rl_guard.
+ */
+GcraDecision
+policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
+			int32 cost, Policy *policy)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	GcraLimit	limit;
+	GcraError	error;
+	GcraDecision d;
+
+	*policy = policy_lookup(fn_oid, limiter);
+	error = gcra_limit_init(&limit, policy->rate, policy->burst, now,
+							END_TIMESTAMP - 1);
+	if (error == GCRA_OK && cost < 0)
+		error = GCRA_BAD_COST;
+	if (error != GCRA_OK)
+		refuse_limit(error, policy->rate, policy->burst, cost);
+
+	d = store_take(fn_oid, function, bucket_key(limiter, key), &limit,
+				   DECIDE_NOW, cost);
+	if (cost > 0)				/* a peek is not a decision: not counted */
+		stats_count(limiter, &d, policy->shadow);
+	return d;
 }
 
 /* rl_take(limiter, key, cost): decide by the limiter's policy */
@@ -232,33 +335,19 @@ rl_take_policy(PG_FUNCTION_ARGS)
 {
 	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
 	text	   *key = required_text_argument(fcinfo, 1, "key");
-	TimestampTz now = GetCurrentTimestamp();
-	int32		cost;
 	Policy		policy;
-	GcraLimit	limit;
-	GcraError	error;
 	GcraDecision d;
 
 	require_argument(fcinfo, 2, "cost");
-	cost = PG_GETARG_INT32(2);
-	policy = policy_lookup(fcinfo->flinfo->fn_oid, limiter);
-
-	error = gcra_limit_init(&limit, policy.rate, policy.burst, now,
-							END_TIMESTAMP - 1);
-	if (error == GCRA_OK && cost < 0)
-		error = GCRA_BAD_COST;
-	if (error != GCRA_OK)
-		refuse_limit(error, policy.rate, policy.burst, cost);
-
-	d = store_take(fcinfo->flinfo->fn_oid, "rl_take", bucket_key(limiter, key),
-				   &limit, DECIDE_NOW, cost);
-	stats_count(limiter, &d, policy.shadow);
+	d = policy_take(fcinfo->flinfo->fn_oid, "rl_take", limiter, key,
+					PG_GETARG_INT32(2), &policy);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
 }
 
 /*
- * Statement trigger on rl_policies: every backend's cache is emptied when
- * the change commits.
+ * Trigger on rl_policies, per statement and per row (logical replication's
+ * apply worker fires row triggers only): every backend's cache is emptied
+ * when the change commits.  The invalidations of one transaction are one.
  */
 Datum
 rl_policies_changed(PG_FUNCTION_ARGS)

@@ -69,6 +69,12 @@ typedef struct Policy
 } Policy;
 
 extern Policy policy_lookup(Oid fn_oid, text *limiter);
+extern void policy_refuse_explicit(Oid fn_oid, text *limiter,
+								   const char *function,
+								   const char *policy_form);
+extern GcraDecision policy_take(Oid fn_oid, const char *function,
+								text *limiter, text *key, int32 cost,
+								Policy *policy);
 
 /* client_ip.c */
 extern void client_ip_define_settings(void);

@@ -558,7 +558,8 @@ stats_count(text *limiter, const GcraDecision *d, bool shadow)
 
 /*
  * Count each limiter of an rl_take_all by its own verdict: the one that
- * denied the call as denied, the others as allowed.
+ * denied the call as denied, the others as allowed; a peek (cost 0) not at
+ * all, as in rl_take.
  */
 void
 stats_count_all(const Datum *limiters, const StoreRequest *requests,
@@ -567,8 +568,9 @@ stats_count_all(const Datum *limiters, const StoreRequest *requests,
 	int			i;
 
 	for (i = 0; i < n; i++)
-		stats_count(DatumGetTextPP(limiters[i]), &decisions[i],
-					requests[i].shadow);
+		if (requests[i].cost > 0)	/* a peek is not a decision */
+			stats_count(DatumGetTextPP(limiters[i]), &decisions[i],
+						requests[i].shadow);
 }
 
 /*

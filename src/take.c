@@ -174,10 +174,13 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz at)
 		error = GCRA_BAD_COST;
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
+	policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
+						   "rl_take(limiter, key, cost)");
 
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
 				   &limit, at, cost);
-	stats_count(limiter, &d, false);
+	if (cost > 0)				/* a peek is not a decision: not counted */
+		stats_count(limiter, &d, false);
 
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, false));
 }

@@ -149,6 +149,9 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 		}
 		else
 		{
+			policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter,
+								   "rl_take_all",
+								   "rl_take_all(limiters, keys, costs)");
 			rate = DatumGetFloat8(rates.values[element]);
 			burst = DatumGetInt32(bursts.values[element]);
 			r->shadow = false;

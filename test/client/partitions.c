@@ -5,10 +5,13 @@
  *		to memory, the other shard's keys are still decided by the database,
  *		and a multi-limit call falls back when any of its keys' shards is in
  *		its backoff.  When the shard is back, its keys return to the
- *		database after the backoff.
+ *		database after the backoff.  Calls by policy read rl_policies from
+ *		the proxy as from one server, so the stopped shard's keys are
+ *		decided in memory by the policy read.
  *
  * Usage: partitions CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1 LONG_KEY
  *		LONG_KEY_HASH (the proxy's rl_shard_hash('sign_in', LONG_KEY))
+ *		POLICY_KEY_ON_0 POLICY_KEY_ON_1 (the shards of "sign_in_p")
  */
 #define RATELIMIT_CLIENT_IMPLEMENTATION
 #include "ratelimit_client.h"
@@ -27,6 +30,18 @@ take(const char *key)
 
 	if (rl_client_take(client, "sign_in", key, HOURLY, 100, 1, &d) != RL_OK)
 		return (RlSource) -1;
+	return d.source;
+}
+
+/* by the policy "sign_in_p"; *allowed as decided */
+static RlSource
+take_policy(const char *key, bool *allowed)
+{
+	RlDecision	d;
+
+	if (rl_client_take_policy(client, "sign_in_p", key, 1, &d) != RL_OK)
+		return (RlSource) -1;
+	*allowed = d.allowed;
 	return d.source;
 }
 
@@ -52,18 +67,24 @@ main(int argc, char **argv)
 	const char *on0;
 	const char *other0;
 	const char *on1;
+	const char *policy_on0;
+	const char *policy_on1;
 	int			database;
 	int			fallback;
 	double		start;
 	RlSource	s;
+	bool		allowed;
 	int			i;
 	RlClient	wide = {.partitions = 65536};	/* for rl_partition alone */
 
-	tap_start(argc, argv, 7,
-			  "CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1 LONG_KEY LONG_KEY_HASH");
+	tap_start(argc, argv, 9,
+			  "CONNINFO PARTITIONS KEY_ON_0 OTHER_KEY_ON_0 KEY_ON_1 LONG_KEY LONG_KEY_HASH"
+			  " POLICY_KEY_ON_0 POLICY_KEY_ON_1");
 	on0 = argv[3];
 	other0 = argv[4];
 	on1 = argv[5];
+	policy_on0 = argv[8];
+	policy_on1 = argv[9];
 	/* the proxy's hash, over several SHA-256 blocks */
 	is_int(rl_partition(&wide, "sign_in", argv[6]), atol(argv[7]) % 65536,
 		   "the client's partition of a %zu-byte key is the proxy's", strlen(argv[6]));
@@ -79,6 +100,13 @@ main(int argc, char **argv)
 
 	is_int(take(on0), RL_SOURCE_DATABASE, "shard 0's key is decided by the database");
 	is_int(take(on1), RL_SOURCE_DATABASE, "shard 1's key is decided by the database");
+	is_int(take_policy(policy_on0, &allowed), RL_SOURCE_DATABASE,
+		   "by policy: shard 0's key is decided by the database");
+	is_int(take_policy(policy_on1, &allowed), RL_SOURCE_DATABASE, "and shard 1's key");
+	rl_client_stats(client, &stats);
+	ok(stats.policy_reads == 1 && stats.fallback == 0,
+	   "the proxy served rl_policies, read once (%llu reads, %llu fallbacks)",
+	   (unsigned long long) stats.policy_reads, (unsigned long long) stats.fallback);
 
 	step("stop");
 
@@ -110,6 +138,17 @@ main(int argc, char **argv)
 	ok(stats.fallback_error >= 33 && stats.fallback == stats.fallback_error,
 	   "counters: %llu fallbacks, all for an error",
 	   (unsigned long long) stats.fallback);
+	{
+		RlDecision	d;
+		RlStatus	status = rl_client_take_policy(client, "sign_in_p", policy_on1, 1, &d);
+
+		if (!ok(status == RL_OK && d.source == RL_SOURCE_FALLBACK && d.allowed,
+				"by policy, shard 1's key is decided in memory by the policy read: allowed"))
+			diag("status %d (%s), source %d, allowed %d", (int) status,
+				 rl_status_message(status), (int) d.source, (int) d.allowed);
+	}
+	rl_client_stats(client, &stats);
+	is_int((int) stats.no_policy, 0, "no call was refused for want of a policy");
 
 	step("start");
 

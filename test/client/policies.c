@@ -317,6 +317,34 @@ main(int argc, char **argv)
 		   "a limiter without a policy is RL_UNKNOWN_LIMITER, naming the request");
 	}
 
+	/*
+	 * Errors a retry cannot fix are bad use: an error status for the request
+	 * at fault, no fallback decision and no backoff.
+	 */
+	{
+		RlRequest	explicit[2] = {{"ip", "x", 1, 1, 1}, {"login", "y", 1000000, 1, 1}};
+		RlClientStats before;
+		RlClientStats after;
+
+		sql("INSERT INTO rl_policies VALUES ('slow', 1e-6, 2147483647, false)");
+		rl_client_stats(client, &before);
+		ok(rl_client_take(client, "login", "k", 1000000, 1, 1, &d) == RL_NOT_PERMITTED &&
+		   !d.allowed,
+		   "the explicit form of a limiter with a policy is RL_NOT_PERMITTED (42501)");
+		ok(rl_client_take_all(client, explicit, 2, &all) == RL_NOT_PERMITTED &&
+		   all.binding == 1 && !all.allowed,
+		   "in rl_take_all too, naming the request at fault");
+		ok(rl_client_take_policy(client, "slow", "k", 1, &d) == RL_REFUSED && !d.allowed,
+		   "a policy the database refuses to use (22023) is RL_REFUSED");
+		rl_client_stats(client, &after);
+		ok(after.fallback == before.fallback && after.database == before.database &&
+		   after.local == before.local,
+		   "none of them is a decision: no fallback, nothing counted");
+		ok(rl_client_take_policy(client, "login", "bad-use", 1, &d) == RL_OK &&
+		   d.source == RL_SOURCE_DATABASE,
+		   "and no backoff: the next call is decided by the database");
+	}
+
 	/* the pre-check runs by the policy read: 2 x burst 2 requests sent */
 	sleep_ms(REFRESH_MS);		/* the first call reads, the others do not */
 	for (i = 0; i < 5; i++)

@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 
-SELECT plan(59);
+SELECT plan(62);
 
 -- decisions of real calls, at a fixed clock
 CREATE TEMP TABLE at0 AS SELECT '2030-01-01 00:00:00+00'::timestamptz AS t0;
@@ -115,6 +115,11 @@ SELECT throws_ok($$SELECT rl_headers(ROW(true, NULL, 0, 0)::rl_decision, 'api', 
 SELECT throws_ok($$SELECT rl_headers(ROW(true, 2, 0, 0)::rl_decision, 'api', 1, 1)$$,
 				 '22023', 'd.remaining must be between 0 and burst, not 2',
 				 'remaining above burst: another limit''s decision');
+SELECT is(rl_headers(ROW(false, 0, 9223372036854, 0)::rl_decision, 'api', 1, 1)->>'Retry-After',
+		  '9223372036854', 'the largest retry_after accepted, in whole seconds: no wrap');
+SELECT throws_ok($$SELECT rl_headers(ROW(false, 0, 9223372036855, 0)::rl_decision, 'api', 1, 1)$$,
+				 '22023', 'd.retry_after must be a number of seconds, not 9223372036855',
+				 'one second more is refused');
 SELECT throws_ok($$SELECT rl_headers(ROW(true, 1, 0, -1)::rl_decision, 'api', 1, 1)$$,
 				 '22023', 'd.reset_after must be a number of seconds, not -1',
 				 'a negative reset_after is refused');
@@ -134,6 +139,18 @@ SELECT throws_ok($$SELECT rl_headers(ROW(true, 1, 0, 0)::rl_decision, 'http-none
 				 '42704', 'limiter "http-none" has no policy', 'an unknown limiter');
 SELECT throws_ok($$SELECT rl_headers(ROW(true, 1, 0, 0)::rl_decision, 'café')$$,
 				 '22023', NULL, 'a bad name is refused before the policy is looked up');
+-- a plan that could run in parallel (forced) and a policy no backend has
+-- read yet: the function is not run in parallel mode
+INSERT INTO rl_policies (limiter, rate, burst) VALUES ('http-parallel', 1, 5);
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+					   THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'on', true);
+CREATE TEMP TABLE parallel_headers AS
+	SELECT rl_headers(ROW(true, 5, 0, 0)::rl_decision, 'http-parallel') AS h;
+SELECT set_config(CASE WHEN current_setting('server_version_num')::int >= 160000
+					   THEN 'debug_parallel_query' ELSE 'force_parallel_mode' END, 'off', true);
+SELECT is(h->>'RateLimit-Policy', '"http-parallel";q=5;w=5',
+		  'the policy form in a plan forced to be parallel')
+FROM parallel_headers;
 
 -- rl_request_ip: request.headers as PostgREST sets it
 CREATE FUNCTION pg_temp.request(headers text) RETURNS void LANGUAGE sql AS $$

@@ -76,8 +76,8 @@ UPDATE rl_policies SET shadow = false WHERE limiter = 'new_limit';
 SELECT ok((SELECT NOT allowed FROM rl_take('new_limit', 'ada')),
 		  'enforced, the same bucket denies: shadow mode stored the spending');
 SELECT ok((rl_take('new_limit', 'ada', 0)).allowed, 'an enforced peek is allowed');
-SELECT ok((SELECT allowed FROM rl_take('new_limit', 'ada', 1, 5)),
-		  'the explicit form is never in shadow mode, and a policy does not bind it');
+SELECT throws_ok($$SELECT rl_take('new_limit', 'ada', 1, 5)$$, '42501', NULL,
+				 'a policy binds its limiter: the explicit form is refused (test/pgtap/policy_rule.sql)');
 
 -- errors: class 22 naming the argument, 42704 naming the limiter
 CREATE TEMP TABLE before AS SELECT key, tat, interval_us, xmin::text AS x FROM rl_buckets;

@@ -12,8 +12,8 @@ $primary->start;
 $primary->safe_psql('postgres', q{
 	CREATE EXTENSION ratelimit;
 	INSERT INTO rl_policies VALUES ('login', 1.0 / 3600, 1);
-	SELECT rl_take('login', 'ada', 1.0 / 3600, 1);
-	SELECT rl_take('login', 'bob', 1.0 / 3600, 1);
+	SELECT rl_take('login', 'ada');
+	SELECT rl_take('login', 'bob');
 });
 $primary->backup('base');
 
@@ -23,12 +23,12 @@ $standby->start;
 $primary->wait_for_catchup($standby);
 
 for my $call (
-	q{SELECT rl_take('login', 'ada', 1, 1)},
-	q{SELECT rl_take_at('login', 'ada', 1, 1, 1, now())},
+	q{SELECT rl_take('signup', 'ada', 1, 1)},
+	q{SELECT rl_take_at('signup', 'ada', 1, 1, 1, now())},
 	q{SELECT rl_reset('login', 'ada')},
 	q{SELECT rl_take('login', 'ada')},
 	q{SELECT rl_take_all(ARRAY['login'], ARRAY['ada'])},
-	q{SELECT rl_take_all(ARRAY['login'], ARRAY['ada'], ARRAY[1.0], ARRAY[1])},
+	q{SELECT rl_take_all(ARRAY['signup'], ARRAY['ada'], ARRAY[1.0], ARRAY[1])},
 	q{SELECT rl_refund('login', 'ada')},
 	q{SELECT rl_cleanup()})
 {
@@ -49,10 +49,10 @@ $primary->start;
 is($primary->safe_psql('postgres', 'SELECT count(*) FROM rl_buckets'),
 	'0', 'a crash empties rl_buckets');
 is($primary->safe_psql('postgres',
-		q{SELECT allowed FROM rl_take('login', 'ada', 1.0 / 3600, 1)}),
+		q{SELECT allowed FROM rl_take('login', 'ada')}),
 	't', 'and rl_take works with the full budget');
 is($primary->safe_psql('postgres',
-		q{SELECT allowed FROM rl_take('login', 'ada', 1.0 / 3600, 1)}),
+		q{SELECT allowed FROM rl_take('login', 'ada')}),
 	'f', 'and counts again');
 
 $primary->stop;

@@ -174,9 +174,8 @@ like(psql_error($proxy, q{CREATE ROLE stranger; SET ROLE stranger; SELECT rl_res
 	qr/permission denied for function rl_reset/, 'rl_reset stays revoked from PUBLIC on the proxy');
 is($proxy->safe_psql('postgres', q{
 	SELECT string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['rl_refund(text, text, integer)',
-		'rl_proxy_refund_on(integer, text[], text[], integer[])',
-		'rl_proxy_take_all_on(integer, text[], text[], integer[])',
-		'rl_proxy_refund_all(integer[], integer[], text[], text[], integer[])']) AS p
+		'rl_proxy_refund_first(text[], text[], integer[])',
+		'rl_proxy_taken()']) AS p
 	WHERE has_function_privilege('app', p, 'EXECUTE')}), '',
 	'default privileges granted at CREATE EXTENSION do not give a role the refunds');
 
@@ -242,7 +241,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 16
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 24
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -250,9 +249,17 @@ SKIP:
 	{
 		$node->safe_psql('postgres', q{
 			INSERT INTO rl_policies VALUES ('login', 0.001, 3), ('ip', 0.001, 5);
-			GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app});
+			GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app;
+			CREATE ROLE taker LOGIN});
 	}
-	proxy('GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app');
+	# taker may take through the proxy, never refund
+	proxy(q{GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO app;
+		CREATE ROLE taker; GRANT USAGE ON FOREIGN SERVER ratelimit TO taker});
+
+	# the proxy serves the shards' policies to clients, with the same SQL
+	my $policies = 'SELECT limiter, rate, burst, shadow FROM rl_policies ORDER BY limiter';
+	is(proxy("SET ROLE taker; $policies"), $shards[0]->safe_psql('postgres', $policies),
+		'SELECT ... FROM rl_policies on the proxy reads the shards\' policies');
 	my ($l0, $l0b) = keys_on(2, 'login', 0);
 	my ($l1) = keys_on(1, 'login', 1);
 	my ($i0) = keys_on(1, 'ip', 0);
@@ -270,13 +277,38 @@ SKIP:
 		'rl_take_all with both pairs on shard 0');
 
 	# pairs on two shards, shard 1 denying: shard 0 gets its cell back, by
-	# the proxy owner's rights (app may not refund)
+	# the proxy owner's rights (taker may not refund)
 	my $remaining = "SELECT (rl_take('ip', '$i0', 0)).remaining";
 	my $before = proxy($remaining);
 	proxy("SELECT rl_take('login', '$l1', 3)");
-	is(proxy("SET ROLE stranger; SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l1}')"),
+	is(proxy("SET ROLE taker; SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l1}')"),
 		'f|0|login', 'pairs on two shards, shard 1 denying: denied, bound by login');
 	is(proxy($remaining), $before, 'the cell taken on shard 0 was given back');
+	like(psql_error($proxy, "SET ROLE taker; SELECT rl_proxy_refund_taken(); SELECT rl_proxy_taken()"),
+		qr/permission denied for function rl_proxy_taken/,
+		'a role cannot read what the owner\'s refund would give back');
+	like(psql_error($proxy, "BEGIN; SET LOCAL ROLE taker;"
+		. " SELECT rl_proxy_take_part(true, '{1}', '{ip}', '{$i0}', NULL, NULL, NULL);"
+		. " SELECT rl_proxy_refund_taken(); SELECT rl_proxy_refund_taken(); COMMIT"), qr/^$/,
+		'the owner\'s refund, called directly, gives back only a take of the same caller,'
+		  . ' in the same transaction');
+	is(proxy($remaining), $before, '... once: the cell it took, not one more');
+
+	# the cross-shard path runs with the caller's rights
+	like(psql_error($proxy, "SET ROLE stranger; SELECT rl_take_all('{ip,ip}', '{$i0,$i1}')"),
+		qr/permission denied for foreign server ratelimit/,
+		'a role without USAGE on the server is refused a cross-shard rl_take_all too');
+	is(proxy($remaining), $before, 'and nothing was spent');
+
+	# a shard's error names the caller's element, not the shard's sub-array's
+	my ($n1) = keys_on(1, 'nobody', 1);
+	my $login_left = "SELECT (rl_take('login', '$l0', 0)).remaining";
+	my $login_before = proxy($login_left);
+	my (undef, undef, $err) = $proxy->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT rl_take_all('{login,ip,nobody}', '{$l0,$i1,$n1}')");
+	like($err, qr/ERROR:  42704:.*limiter "nobody" has no policy.*element 3 of the arrays of rl_take_all/s,
+		'an unknown policy on the second shard: element 3 of the caller\'s arrays');
+	is(proxy($login_left), $login_before, 'and the first shard\'s take was given back');
 
 	# and allowed: each shard spends
 	is(proxy("SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l0b}', '{1,1}')"),

@@ -35,7 +35,8 @@ query('postgres', 'CREATE DATABASE db2');
 query($_, 'CREATE EXTENSION ratelimit') for qw(db1 db2);
 is(stats('db1'), '', 'no decision, no row');
 
-# rl_take with rate and burst: two allowed, a denial, a peek (allowed)
+# rl_take with rate and burst: two allowed, a denial, a peek (not counted:
+# it decides nothing)
 query('db1', q{
 	SELECT rl_take('api', 'k', 1.0 / 3600, 2, 1) FROM generate_series(1, 3);
 	SELECT rl_take('api', 'k', 1.0 / 3600, 2, 0);
@@ -43,23 +44,26 @@ query('db1', q{
 	SELECT rl_take_at('at', 'k', 1, 1, 1, '2030-01-01');
 	INSERT INTO rl_policies VALUES ('shadowed', 1.0 / 3600, 1, true);
 	SELECT rl_take('shadowed', 'k', 1) FROM generate_series(1, 3);
+	SELECT rl_take('shadowed', 'k', 0);
 });
-is(stats('db1'), join("\n", 'api|3|1|0', 'at|1|1|0', 'shadowed|1|0|2'),
-	'rl_take (a peek is allowed), rl_take_at and a shadow policy');
+is(stats('db1'), join("\n", 'api|2|1|0', 'at|1|1|0', 'shadowed|1|0|2'),
+	'rl_take (a peek is not counted), rl_take_at and a shadow policy');
 
 # rl_take_all: each limiter by its own verdict
 query('db1', q{
 	SELECT rl_take_all(ARRAY['all_a', 'all_b'], ARRAY['k', 'k'],
 					   ARRAY[1000, 1.0 / 3600], ARRAY[10, 1])
 	FROM generate_series(1, 2);
+	SELECT rl_take_all(ARRAY['all_a', 'all_b'], ARRAY['k', 'k'],
+					   ARRAY[1000, 1.0 / 3600], ARRAY[10, 1], ARRAY[0, 0]);
 });
 is(query('db1', q{SELECT string_agg(limiter || '|' || allowed || '|' || denied, ',' ORDER BY limiter)
 	FROM rl_stats WHERE limiter LIKE 'all_%'}),
-	'all_a|2|0,all_b|1|1', 'rl_take_all counts each of its limiters');
+	'all_a|2|0,all_b|1|1', 'rl_take_all counts each of its limiters, its peeks not');
 
 # a rolled-back decision was still made
 query('db1', q{BEGIN; SELECT rl_take('api', 'other', 1, 1, 1); ROLLBACK;});
-is(query('db1', q{SELECT allowed FROM rl_stats WHERE limiter = 'api'}), '4',
+is(query('db1', q{SELECT allowed FROM rl_stats WHERE limiter = 'api'}), '3',
 	'counts survive ROLLBACK');
 
 # per database: db2 sees none of it, and its own name
@@ -76,7 +80,7 @@ is(query('db1', q{SELECT allowed || '|' || denied FROM rl_stats WHERE limiter IS
 	'2|1', 'names past ratelimit.stats_limiters are counted under NULL');
 is(query('db1', q{SELECT count(*) FROM rl_stats WHERE limiter LIKE 'past%'}), '0',
 	'and not under their names');
-is(query('db1', q{SELECT allowed FROM rl_stats WHERE limiter = 'api'}), '4',
+is(query('db1', q{SELECT allowed FROM rl_stats WHERE limiter = 'api'}), '3',
 	'a name already counted is still counted');
 
 # privileges

@@ -41,16 +41,16 @@ ratelimit.store = table
 $node->start;
 $node->safe_psql('postgres', q{CREATE EXTENSION ratelimit;
 	INSERT INTO rl_policies VALUES ('login', 0.001, 1);
-	SELECT rl_take('login', 'ada', 0.001, 1)});
+	SELECT rl_take('signup', 'ada', 0.001, 1)});
 is($node->safe_psql('postgres', 'SELECT store, memory_slots, memory_used, table_buckets FROM rl_store_status()'),
 	'table|||1', 'rl_store_status of the table store: no slots, one bucket in rl_buckets');
 $node->append_conf('postgresql.conf', 'ratelimit.store = memory');
 $node->restart;
-is($node->safe_psql('postgres', q{SELECT allowed FROM rl_take('login', 'ada', 0.001, 1)}),
+is($node->safe_psql('postgres', q{SELECT allowed FROM rl_take('signup', 'ada', 0.001, 1)}),
 	'f', 'after switching to the memory store the budget is still spent');
 is($node->safe_psql('postgres', 'SELECT store, memory_used, table_buckets FROM rl_store_status()'),
 	'memory|0|1', 'the key stays in rl_buckets, not in memory');
-is($node->safe_psql('postgres', q{SELECT allowed FROM rl_take('login', 'bob', 0.001, 1)}),
+is($node->safe_psql('postgres', q{SELECT allowed FROM rl_take('signup', 'bob', 0.001, 1)}),
 	't', 'a new key is decided');
 is($node->safe_psql('postgres', 'SELECT memory_used, table_buckets FROM rl_store_status()'),
 	'1|1', 'in memory');
@@ -62,9 +62,9 @@ $standby->init_from_backup($node, 'base', has_streaming => 1);
 $standby->start;
 $node->wait_for_catchup($standby);
 for my $call (
-	q{SELECT rl_take('login', 'ada', 1, 1)},
-	q{SELECT rl_take('login', 'carol', 1, 1, 0)},
-	q{SELECT rl_take_at('login', 'ada', 1, 1, 1, now())},
+	q{SELECT rl_take('signup', 'ada', 1, 1)},
+	q{SELECT rl_take('signup', 'carol', 1, 1, 0)},
+	q{SELECT rl_take_at('signup', 'ada', 1, 1, 1, now())},
 	q{SELECT rl_reset('login', 'ada')},
 	q{SELECT rl_take('login', 'ada')},
 	q{SELECT rl_cleanup()})

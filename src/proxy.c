@@ -1,0 +1,261 @@
+/*
+ * proxy.c
+ *		The parts of ratelimit_proxy's cross-shard rl_take_all: each part's
+ *		take, with the caller's rights, and the refund of exactly what those
+ *		takes spent, which needs the owner's (rl_refund is not the caller's).
+ *
+ * A part is the pairs of one shard, taken there in one rl_take_all.  What a
+ * part took is remembered in this backend, out of any caller's reach: the
+ * owner's refund (rl_proxy_refund_taken, SECURITY DEFINER) gives back those
+ * takes and nothing else, so no role can refund a bucket that it has not
+ * just spent itself.  The memory is forgotten when it is refunded, when the
+ * call ends, and at the end of every transaction.
+ *
+ * A part's error is the caller's: an element number in it ("element N of
+ * the arrays of rl_take_all", which the C client reads) is renumbered from
+ * the part's arrays to the caller's.
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "ratelimit.h"
+
+PG_FUNCTION_INFO_V1(rl_proxy_take_part);
+PG_FUNCTION_INFO_V1(rl_proxy_taken);
+PG_FUNCTION_INFO_V1(rl_proxy_forget_taken);
+
+/* One part that was allowed: the text of its arguments for the refund. */
+typedef struct TakenPart
+{
+	char	   *idx;			/* integer[]: positions in the caller's arrays */
+	char	   *limiters;		/* text[] */
+	char	   *keys;			/* text[] */
+	char	   *costs;			/* integer[], or NULL: 1 each */
+} TakenPart;
+
+static List *taken = NIL;		/* of TakenPart, in TopMemoryContext */
+
+static void
+forget_taken(void)
+{
+	ListCell   *lc;
+
+	foreach(lc, taken)
+	{
+		TakenPart  *t = lfirst(lc);
+
+		pfree(t->idx);
+		pfree(t->limiters);
+		pfree(t->keys);
+		if (t->costs)
+			pfree(t->costs);
+	}
+	list_free_deep(taken);
+	taken = NIL;
+}
+
+static void
+forget_at_transaction_end(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		forget_taken();
+}
+
+/* An array's text, kept in TopMemoryContext. */
+static char *
+array_text(Datum array)
+{
+	return MemoryContextStrdup(TopMemoryContext,
+							   OidOutputFunctionCall(F_ARRAY_OUT, array));
+}
+
+/* The schema of SQL function fn_oid, quoted for a query. */
+static const char *
+function_schema(Oid fn_oid)
+{
+	HeapTuple	tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn_oid));
+	Oid			namespace;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+	namespace = ((Form_pg_proc) GETSTRUCT(tuple))->pronamespace;
+	ReleaseSysCache(tuple);
+	return quote_identifier(get_namespace_name(namespace));
+}
+
+/*
+ * The caller's element for the part's element number in context, which
+ * names it as "element N of the arrays of rl_take_all"; NULL when it does
+ * not.
+ */
+static char *
+renumbered_context(const char *context, ArrayType *idx)
+{
+	static const char prefix[] = "element ";
+	static const char suffix[] = " of the arrays of rl_take_all";
+	const char *at;
+	char	   *end;
+	long		element;
+	Datum	   *positions;
+	int			n;
+	StringInfoData buf;
+
+	if (context == NULL || (at = strstr(context, prefix)) == NULL)
+		return NULL;
+	element = strtol(at + strlen(prefix), &end, 10);
+	if (strncmp(end, suffix, strlen(suffix)) != 0)
+		return NULL;
+	deconstruct_array(idx, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+					  &positions, NULL, &n);
+	if (element < 1 || element > n)
+		return NULL;
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, context, at - context);
+	appendStringInfo(&buf, "%s%d", prefix, DatumGetInt32(positions[element - 1]));
+	appendStringInfoString(&buf, end);
+	return buf.data;
+}
+
+/*
+ * rl_proxy_take_part(first, idx, limiters, keys, rates, bursts, costs): the
+ * pairs at positions idx, all on one shard, taken there in one rl_take_all
+ * (rates NULL: by policy), with the caller's rights.  first: a new call,
+ * whose earlier parts are forgotten.  An allowed part is remembered for
+ * rl_proxy_refund_taken.
+ */
+Datum
+rl_proxy_take_part(PG_FUNCTION_ARGS)
+{
+	static bool callback_registered = false;
+	const char *schema = function_schema(fcinfo->flinfo->fn_oid);
+	bool		by_policy = PG_ARGISNULL(4);
+	Oid			types[6] = {INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
+	FLOAT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
+	Datum		values[6];
+	char		nulls[6];
+	char	   *query;
+	MemoryContext caller = CurrentMemoryContext;
+	HeapTupleHeader result;
+	bool		allowed;
+	bool		isnull;
+	int			i;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("rl_proxy_take_part needs first, idx, limiters and keys")));
+	if (!callback_registered)
+	{
+		RegisterXactCallback(forget_at_transaction_end, NULL);
+		callback_registered = true;
+	}
+	if (PG_GETARG_BOOL(0))
+		forget_taken();
+
+	for (i = 0; i < 6; i++)
+	{
+		values[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
+	}
+	if (by_policy)
+		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_first(%1$s.rl_proxy_pick($2, $1),"
+						 " %1$s.rl_proxy_pick($3, $1), %1$s.rl_proxy_pick($6, $1)) AS a", schema);
+	else
+		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_first(%1$s.rl_proxy_pick($2, $1),"
+						 " %1$s.rl_proxy_pick($3, $1), %1$s.rl_proxy_pick($4, $1),"
+						 " %1$s.rl_proxy_pick($5, $1), %1$s.rl_proxy_pick($6, $1)) AS a", schema);
+
+	SPI_connect();
+	PG_TRY();
+	{
+		if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT ||
+			SPI_processed != 1)
+			elog(ERROR, "rl_proxy_take_all_first answered no row");
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		char	   *context;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		context = renumbered_context(edata->context, PG_GETARG_ARRAYTYPE_P(1));
+		if (context == NULL)
+			PG_RE_THROW();
+		FlushErrorState();
+		edata->context = context;
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	result = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[0],
+												   SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		elog(ERROR, "rl_proxy_take_all_first answered NULL");
+	allowed = DatumGetBool(GetAttributeByName(result, "allowed", &isnull)) && !isnull;
+	if (allowed)
+	{
+		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		TakenPart  *t = palloc(sizeof(TakenPart));
+
+		t->idx = array_text(PG_GETARG_DATUM(1));
+		t->limiters = array_text(PG_GETARG_DATUM(2));
+		t->keys = array_text(PG_GETARG_DATUM(3));
+		t->costs = PG_ARGISNULL(6) ? NULL : array_text(PG_GETARG_DATUM(6));
+		taken = lappend(taken, t);
+		MemoryContextSwitchTo(old);
+	}
+	result = (HeapTupleHeader) SPI_datumTransfer(HeapTupleHeaderGetDatum(result), false, -1);
+	SPI_finish();
+	PG_RETURN_HEAPTUPLEHEADER(result);
+}
+
+/*
+ * rl_proxy_taken(): the parts remembered as taken since the call began, each
+ * once: what rl_proxy_refund_taken gives back.
+ */
+Datum
+rl_proxy_taken(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	foreach(lc, taken)
+	{
+		TakenPart  *t = lfirst(lc);
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, t->costs == NULL};
+
+		values[0] = CStringGetTextDatum(t->idx);
+		values[1] = CStringGetTextDatum(t->limiters);
+		values[2] = CStringGetTextDatum(t->keys);
+		values[3] = t->costs ? CStringGetTextDatum(t->costs) : (Datum) 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	forget_taken();
+	return (Datum) 0;
+}
+
+/* rl_proxy_forget_taken(): the call is over, nothing is to be given back */
+Datum
+rl_proxy_forget_taken(PG_FUNCTION_ARGS)
+{
+	forget_taken();
+	PG_RETURN_VOID();
+}
