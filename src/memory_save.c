@@ -97,7 +97,10 @@ write_slots(int fd, MemoryStore *memory, int64 now, pg_crc32c *crc)
 
 			COMP_CRC32C(*crc, chunk, bytes);
 			if (bytes > 0 && write(fd, chunk, bytes) != bytes)
+			{
+				pfree(chunk);
 				return false;
+			}
 			filled = 0;
 		}
 	}
@@ -238,7 +241,10 @@ read_slots(int fd, MemoryStore *memory, uint64 count, pg_crc32c *crc,
 		int			i;
 
 		if (read(fd, chunk, n * sizeof(MemorySlot)) != n * sizeof(MemorySlot))
+		{
+			pfree(chunk);
 			return false;
+		}
 		COMP_CRC32C(*crc, chunk, n * sizeof(MemorySlot));
 		for (i = 0; i < n; i++)
 			if (chunk[i].dboid != InvalidOid && chunk[i].interval_us > 0 &&

@@ -545,8 +545,9 @@ outcome_of(const GcraDecision *d, bool shadow)
 }
 
 /*
- * Count a decision of limiter: allowed (a peek always is), denied, or a
- * shadow policy's would-be denial.  Nothing without preloading.
+ * Count a decision of limiter: allowed, denied, or a shadow policy's
+ * would-be denial.  Its callers pass no peek: a peek decides nothing.
+ * Nothing without preloading.
  */
 void
 stats_count(text *limiter, const GcraDecision *d, bool shadow)

@@ -167,6 +167,9 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz at)
 	rate = PG_GETARG_FLOAT8(ARG_RATE);
 	burst = PG_GETARG_INT32(ARG_BURST);
 	cost = PG_GETARG_INT32(ARG_COST);
+	/* first, as in rl_take_all: a policy's limiter, whatever the limit */
+	policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
+						   "rl_take(limiter, key, cost)");
 
 	error = gcra_limit_init(&limit, rate, burst, decision_time(at),
 							END_TIMESTAMP - 1);
@@ -174,8 +177,6 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz at)
 		error = GCRA_BAD_COST;
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
-	policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
-						   "rl_take(limiter, key, cost)");
 
 	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
 				   &limit, at, cost);
