@@ -283,8 +283,10 @@ decide_in_memory(MemorySet *set, const uint8 *key, const GcraLimit *limit,
  * absent key that must store is given a place under its key lock, after the
  * probe has found no row there (nobody inserts one without that lock): a
  * reusable slot of its set, or, when the set is full of live buckets, a row
- * of rl_buckets; the lock is then held until that row commits, so the next
- * miss for the key finds it.
+ * of rl_buckets.  The lock is released once the row is inserted: the next
+ * miss for the key finds the row, committed or still being inserted (then it
+ * waits for that transaction), so a transaction that spills many keys holds
+ * one key lock at a time, never a lock per key until it commits.
  */
 GcraDecision
 memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
@@ -324,7 +326,10 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 			store_check_writable(function, cost);
 			d = gcra_decide(limit, &absent, decision_time(at), cost);
 			if (bucket_store_insert(key, d.new_tat_us, limit->interval_us))
+			{
+				unlock_key(key);
 				return d;
+			}
 		}
 		unlock_key(key);
 	}
@@ -561,8 +566,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 				bucket_store_write_row(rows[i], &decisions[i], &requests[i].limit);
 			bucket_store_close_row(rows[i]);
 		}
-		/* the lock of a spilled key is held until its row commits */
-		if (requests[i].cost > 0 && !spilled[i])
+		if (requests[i].cost > 0)
 			unlock_key(requests[i].key);
 	}
 }

@@ -6,7 +6,9 @@
 # call on a key another transaction is putting in rl_buckets waits
 # cancellably while the set's other keys are decided, a new key never takes
 # the slot of another key of the same call, and a row deleted by cleanup
-# under a waiting call is not put back beside a slot.
+# under a waiting call is not put back beside a slot.  A transaction that
+# spills many keys holds no key lock per key until it commits: the lock
+# table would run out ("out of shared memory").
 use strict;
 use warnings;
 use Digest::SHA qw(sha256);
@@ -201,6 +203,27 @@ $all->query_safe('COMMIT');
 is(place('t', $k2), 'memory', "$k2 lives in one place");
 is(remaining($k2), '1', "with both calls' cells");
 $_->quit for ($open, $holder, $all, $one, $blocked);
+
+# The set is full of live buckets: every new key spills.  20 000 by rl_take
+# and 20 000 by rl_take_all, in one transaction: more than the lock table
+# holds (max_locks_per_transaction x connections, about 7 000 here).
+my $placed = 'SELECT memory_used + table_buckets FROM rl_store_status()';
+my $placed_before = query($placed);
+is( query(q{
+	BEGIN;
+	SELECT count(*) FILTER (WHERE allowed) FROM (
+		SELECT (rl_take('t', 'bulk' || k, 0.000001, 3)).allowed FROM generate_series(1, 20000) AS k
+		UNION ALL
+		SELECT (rl_take_all(array_fill('t'::text, ARRAY[16]),
+							ARRAY(SELECT 'bulk_all' || (16 * c + i) FROM generate_series(1, 16) AS i),
+							array_fill(0.000001::float8, ARRAY[16]), array_fill(3, ARRAY[16]))).allowed
+		FROM generate_series(1, 1250) AS c) s;
+	SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
+	COMMIT;}),
+	"21250\n0",
+	'a transaction decides 40 000 new keys of a full set, holding no key lock once each has its place');
+is(query($placed) - $placed_before, 40000, 'and every key has its place');
+is(remaining('bulk7'), '2', 'a spilled key keeps its spent cell');
 
 $node->stop;
 done_testing();
