@@ -29,3 +29,31 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- rl_headers by policy may read rl_policies at its newest, which a parallel
 -- plan cannot do (in a worker or in the leader)
 ALTER FUNCTION rl_headers(rl_decision, text) PARALLEL UNSAFE;
+
+-- rl_take_all, answering also each request's own decision (1.2): a client
+-- that keeps every bucket's state (the C client's fallback) needs no peek
+-- after the call.  The first five columns are rl_take_all's answer.
+CREATE TYPE rl_decision_detail AS (
+	allowed boolean,
+	remaining integer,
+	retry_after double precision,
+	reset_after double precision,
+	limiter text,
+	requests rl_decision[]		-- in the order of the arrays
+);
+
+CREATE FUNCTION rl_take_all_detail(limiters text[], keys text[], costs integer[] DEFAULT NULL)
+RETURNS rl_decision_detail
+AS 'MODULE_PATHNAME', 'rl_take_all_detail_policy'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION rl_take_all_detail(limiters text[], keys text[], rates double precision[],
+								   bursts integer[], costs integer[] DEFAULT NULL)
+RETURNS rl_decision_detail
+AS 'MODULE_PATHNAME', 'rl_take_all_detail'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+GRANT EXECUTE ON FUNCTION
+	rl_take_all_detail(text[], text[], integer[]),
+	rl_take_all_detail(text[], text[], double precision[], integer[], integer[])
+TO PUBLIC;

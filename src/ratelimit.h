@@ -48,6 +48,8 @@ typedef enum ResultType
 {
 	RESULT_DECISION,			/* rl_decision */
 	RESULT_DECISION_ALL,		/* rl_decision_all */
+	RESULT_DECISION_DETAIL,		/* rl_decision_detail */
+	RESULT_REQUEST,				/* rl_decision, an element of its requests */
 	NUM_RESULT_TYPES
 } ResultType;
 
@@ -59,6 +61,8 @@ extern void refuse_limit(GcraError error, double rate, int32 burst, int32 cost);
 extern double seconds(int64 us);
 extern Datum decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d,
 							bool shadow);
+extern Datum decision_datum_as(TupleDesc desc, const GcraDecision *d,
+							   bool shadow);
 
 /* policy.c: rl_policies, cached per backend */
 typedef struct Policy

@@ -14,8 +14,10 @@
 #include "miscadmin.h"
 #include "utils/float.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/typcache.h"
 
 #include "ratelimit.h"
 
@@ -46,7 +48,11 @@ forget_result_descs(Datum arg, int cacheid, uint32 hashvalue)
 	result_descs_stale = true;
 }
 
-/* The descriptor of fcinfo's result type, which is the given one. */
+/*
+ * The descriptor of fcinfo's result type, which is the given one; for
+ * RESULT_REQUEST, of the elements of its last column (the requests of
+ * rl_decision_detail, whose type is in the same schema).
+ */
 TupleDesc
 get_result_desc(FunctionCallInfo fcinfo, ResultType type)
 {
@@ -74,10 +80,19 @@ get_result_desc(FunctionCallInfo fcinfo, ResultType type)
 			CacheRegisterSyscacheCallback(PROCOID, forget_result_descs, (Datum) 0);
 			callback_registered = true;
 		}
-		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
 		old = MemoryContextSwitchTo(CacheMemoryContext);
-		result_descs[type] = BlessTupleDesc(CreateTupleDescCopy(desc));
+		if (type == RESULT_REQUEST)
+		{
+			TupleDesc	detail = get_result_desc(fcinfo, RESULT_DECISION_DETAIL);
+			Oid			element = get_element_type(TupleDescAttr(detail, detail->natts - 1)->atttypid);
+
+			desc = lookup_rowtype_tupdesc_copy(element, -1);
+		}
+		else if (get_call_result_type(fcinfo, NULL, &desc) == TYPEFUNC_COMPOSITE)
+			desc = CreateTupleDescCopy(desc);
+		else
+			elog(ERROR, "return type must be a row type");
+		result_descs[type] = BlessTupleDesc(desc);
 		MemoryContextSwitchTo(old);
 	}
 	return result_descs[type];
@@ -135,6 +150,13 @@ seconds(int64 us)
 Datum
 decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d, bool shadow)
 {
+	return decision_datum_as(get_result_desc(fcinfo, RESULT_DECISION), d, shadow);
+}
+
+/* The same, of the row type desc (rl_decision). */
+Datum
+decision_datum_as(TupleDesc desc, const GcraDecision *d, bool shadow)
+{
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
 	bool		allowed = d->allowed || shadow;
@@ -144,8 +166,7 @@ decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d, bool shadow)
 	values[2] = Float8GetDatum(allowed ? 0.0 : seconds(d->retry_after_us));
 	nulls[2] = !allowed && !d->retry_known;
 	values[3] = Float8GetDatum(seconds(d->reset_after_us));
-	return HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION),
-											 values, nulls));
+	return HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
 }
 
 /* The body of rl_take and rl_take_at, deciding at time at (DECIDE_NOW). */

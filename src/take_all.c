@@ -1,10 +1,14 @@
 /*
  * take_all.c
  *		rl_take_all: several limits in one decision, all or nothing, by
- *		policies or with explicit rates and bursts.
+ *		policies or with explicit rates and bursts; rl_take_all_detail: the
+ *		same call, answering also each request's own decision.
  *
  * Every argument is checked before anything is read or written; the store
  * decides (gcra_decide_all) and the combined answer is rl_decision_all.
+ * rl_decision_detail adds requests, each request as rl_take would answer it
+ * in this call (its bucket after the call: unspent when the call is denied),
+ * so that a client keeps every bucket's state without a second query.
  */
 #include "postgres.h"
 
@@ -19,6 +23,8 @@
 
 PG_FUNCTION_INFO_V1(rl_take_all);
 PG_FUNCTION_INFO_V1(rl_take_all_policy);
+PG_FUNCTION_INFO_V1(rl_take_all_detail);
+PG_FUNCTION_INFO_V1(rl_take_all_detail_policy);
 
 #define ARG_LIMITERS 0
 #define ARG_KEYS 1
@@ -84,22 +90,45 @@ array_argument(FunctionCallInfo fcinfo, int argno, const char *name,
 	return arg;
 }
 
-/* Which element a refused limit or unknown policy is about. */
+/* Which element of which function's arrays an error is about. */
+typedef struct ElementContext
+{
+	const char *function;
+	int			element;
+} ElementContext;
+
 static void
 element_context(void *arg)
 {
-	int			element = *(int *) arg;
+	ElementContext *at = arg;
 
-	errcontext("element %d of the arrays of rl_take_all", element + 1);
+	errcontext("element %d of the arrays of %s", at->element + 1, at->function);
+}
+
+/* Each request's own decision, as an array of rl_decision in their order. */
+static Datum
+requests_datum(FunctionCallInfo fcinfo, const GcraDecision *decisions,
+			   const bool *shadow, int n)
+{
+	TupleDesc	desc = get_result_desc(fcinfo, RESULT_REQUEST);
+	Datum		elements[GCRA_MAX_REQUESTS];
+	int			i;
+
+	for (i = 0; i < n; i++)
+		elements[i] = decision_datum_as(desc, &decisions[i], shadow[i]);
+	return PointerGetDatum(construct_array(elements, n, desc->tdtypeid,
+										   -1, false, TYPALIGN_DOUBLE));
 }
 
 /*
- * The body of both forms.  policies: rates and bursts come from rl_policies;
- * otherwise from the arguments rates (2) and bursts (3).
+ * The body of the four forms.  by_policy: rates and bursts come from
+ * rl_policies; otherwise from the arguments rates (2) and bursts (3).
+ * detail: the answer is rl_decision_detail.
  */
 static Datum
-take_all(FunctionCallInfo fcinfo, bool by_policy)
+take_all(FunctionCallInfo fcinfo, bool by_policy, bool detail)
 {
+	const char *function = detail ? "rl_take_all_detail" : "rl_take_all";
 	ArrayArgument limiters = array_argument(fcinfo, ARG_LIMITERS, "limiters", TEXTOID, -1);
 	int			n = limiters.n;
 	ArrayArgument keys = array_argument(fcinfo, ARG_KEYS, "keys", TEXTOID, n);
@@ -113,9 +142,9 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 	bool		shadow[GCRA_MAX_REQUESTS];
 	GcraCombined c;
 	ErrorContextCallback context;
-	int			element;
-	Datum		values[5];
-	bool		nulls[5] = {false, false, false, false, false};
+	ElementContext at = {function, 0};
+	Datum		values[6];
+	bool		nulls[6] = {false, false, false, false, false, false};
 	int			i,
 				j;
 
@@ -128,13 +157,13 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 		costs = array_argument(fcinfo, arg_costs, "costs", INT4OID, n);
 
 	context.callback = element_context;
-	context.arg = &element;
+	context.arg = &at;
 	context.previous = error_context_stack;
 	error_context_stack = &context;
-	for (element = 0; element < n; element++)
+	for (at.element = 0; at.element < n; at.element++)
 	{
-		StoreRequest *r = &requests[element];
-		text	   *limiter = DatumGetTextPP(limiters.values[element]);
+		StoreRequest *r = &requests[at.element];
+		text	   *limiter = DatumGetTextPP(limiters.values[at.element]);
 		double		rate;
 		int32		burst;
 		GcraError	error;
@@ -149,20 +178,20 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 		}
 		else
 		{
-			policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter,
-								   "rl_take_all",
+			policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
+								   detail ? "rl_take_all_detail(limiters, keys, costs)" :
 								   "rl_take_all(limiters, keys, costs)");
-			rate = DatumGetFloat8(rates.values[element]);
-			burst = DatumGetInt32(bursts.values[element]);
+			rate = DatumGetFloat8(rates.values[at.element]);
+			burst = DatumGetInt32(bursts.values[at.element]);
 			r->shadow = false;
 		}
-		r->cost = costs.values != NULL ? DatumGetInt32(costs.values[element]) : 1;
+		r->cost = costs.values != NULL ? DatumGetInt32(costs.values[at.element]) : 1;
 		error = gcra_limit_init(&r->limit, rate, burst, now, END_TIMESTAMP - 1);
 		if (error == GCRA_OK && r->cost < 0)
 			error = GCRA_BAD_COST;
 		if (error != GCRA_OK)
 			refuse_limit(error, rate, burst, r->cost);
-		r->key = bucket_key(limiter, DatumGetTextPP(keys.values[element]));
+		r->key = bucket_key(limiter, DatumGetTextPP(keys.values[at.element]));
 	}
 	error_context_stack = context.previous;
 
@@ -179,7 +208,7 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 								   TextDatumGetCString(limiters.values[i]),
 								   TextDatumGetCString(keys.values[i]))));
 
-	store_take_all(fcinfo->flinfo->fn_oid, "rl_take_all", requests, n,
+	store_take_all(fcinfo->flinfo->fn_oid, function, requests, n,
 				   DECIDE_NOW, decisions);
 	stats_count_all(limiters.values, requests, decisions, n);
 	for (i = 0; i < n; i++)
@@ -192,7 +221,11 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 	nulls[2] = !c.retry_known;
 	values[3] = Float8GetDatum(seconds(c.reset_after_us));
 	values[4] = limiters.values[c.binding];
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION_ALL),
+	if (!detail)
+		PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION_ALL),
+														  values, nulls)));
+	values[5] = requests_datum(fcinfo, decisions, shadow, n);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(get_result_desc(fcinfo, RESULT_DECISION_DETAIL),
 													  values, nulls)));
 }
 
@@ -200,12 +233,26 @@ take_all(FunctionCallInfo fcinfo, bool by_policy)
 Datum
 rl_take_all(PG_FUNCTION_ARGS)
 {
-	return take_all(fcinfo, false);
+	return take_all(fcinfo, false, false);
 }
 
 /* rl_take_all(limiters, keys, costs): by the limiters' policies */
 Datum
 rl_take_all_policy(PG_FUNCTION_ARGS)
 {
-	return take_all(fcinfo, true);
+	return take_all(fcinfo, true, false);
+}
+
+/* rl_take_all_detail(limiters, keys, rates, bursts, costs) */
+Datum
+rl_take_all_detail(PG_FUNCTION_ARGS)
+{
+	return take_all(fcinfo, false, true);
+}
+
+/* rl_take_all_detail(limiters, keys, costs): by the limiters' policies */
+Datum
+rl_take_all_detail_policy(PG_FUNCTION_ARGS)
+{
+	return take_all(fcinfo, true, true);
 }
