@@ -39,11 +39,12 @@
  *	   its keys' partitions is in its backoff.
  *
  * rl_client_take_policy and the multi-limit calls decide the same way, by
- * rl_take(limiter, key, cost) and rl_take_all; their pre-check and fallback
- * decide all or nothing through gcra_decide_all, by the rates and bursts of
- * a copy of rl_policies that a call reads again once it is older than
- * policy_refresh_ms, and that an outage keeps.  A limiter whose policy was
- * never read is refused in memory, never allowed.
+ * rl_take(limiter, key, cost) and rl_take_all_detail (a ratelimit 1.2
+ * server); their pre-check and fallback decide all or nothing through
+ * gcra_decide_all, by the rates and bursts of a copy of rl_policies that a
+ * call reads again once it is older than policy_refresh_ms, and that an
+ * outage keeps.  A limiter whose policy was never read is refused in memory,
+ * never allowed.
  *
  * Memory holds at most max_keys keys.  A new key takes the place of one
  * whose buckets are full again (forgetting it loses nothing).  Without such
@@ -362,8 +363,8 @@ struct RlClient
 	char	   *conninfo;
 	char	   *query;			/* rl_take, explicit */
 	char	   *query_policy;	/* rl_take by policy */
-	char	   *query_all;		/* rl_take_all, explicit */
-	char	   *query_all_policy;	/* rl_take_all by policies */
+	char	   *query_all;		/* rl_take_all_detail, explicit */
+	char	   *query_all_policy;	/* rl_take_all_detail by policies */
 	char	   *query_policies; /* reads rl_policies */
 	int64_t		policy_refresh_us;
 	int64_t		deadline_us;
@@ -1045,8 +1046,8 @@ rl_error_detail(PGconn *conn, const PGresult *res, char *detail, size_t len)
 
 /*
  * The status of an error that a retry cannot fix, and which request it is
- * about ("element N of the arrays of rl_take_all" in its context; 0 when it
- * does not say); RL_OK for any other failure, an outage.
+ * about ("element N of the arrays of rl_take_all_detail" in its context; 0
+ * when it does not say); RL_OK for any other failure, an outage.
  */
 static RlStatus
 rl_refusal(const PGresult *res, int n, int *element)
@@ -1677,8 +1678,8 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 typedef enum RlCall
 {
 	RL_CALL_POLICY,				/* rl_take(limiter, key, cost) */
-	RL_CALL_ALL,				/* rl_take_all(..., rates, bursts, costs) */
-	RL_CALL_ALL_POLICY			/* rl_take_all(limiters, keys, costs) */
+	RL_CALL_ALL,				/* rl_take_all_detail(..., rates, bursts, costs) */
+	RL_CALL_ALL_POLICY			/* rl_take_all_detail(limiters, keys, costs) */
 } RlCall;
 
 /* One request as the client decides it. */
@@ -1830,7 +1831,7 @@ rl_number_array(const RlItem *items, int n, int which, char *text)
 	strcpy(p, "}");
 }
 
-/* rl_take_all's row and each bucket's reset_after; false when it is not. */
+/* rl_take_all's row and each request's reset_after; false when it is not. */
 static bool
 rl_parse_decision_all(const PGresult *res, const RlItem *items, int n,
 					  RlDecisionAll *out, double *resets)
@@ -1961,7 +1962,7 @@ rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 	}
 	else if (r == RL_DB_OK && !rl_parse_decision_all(res, items, n, out, resets))
 	{
-		snprintf(detail, len, "rl_take_all answered something that is not a decision");
+		snprintf(detail, len, "rl_take_all_detail answered something that is not a decision");
 		r = RL_DB_ERROR;
 	}
 	PQclear(res);
@@ -2475,14 +2476,14 @@ rl_build_query(const char *schema, const char *text)
 }
 
 /*
- * The multi-limit queries also answer each bucket's reset_after, by peeks
- * after the decision (the subquery refers to its row), so that an outage
- * continues from every bucket's shared fill level.
+ * The multi-limit queries also answer each request's reset_after after the
+ * call, in the order of the requests, from rl_take_all_detail's requests, so
+ * that an outage continues from every bucket's shared fill level.
  */
 #define RL_DECISION_COLUMNS "SELECT allowed, remaining, retry_after, reset_after FROM "
 #define RL_ALL_COLUMNS "SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, " \
-	"(SELECT array_agg(p.reset_after ORDER BY u.i) FROM "
-#define RL_ALL_WHERE " WHERE a.allowed IS NOT NULL) FROM "
+	"ARRAY(SELECT r.reset_after FROM unnest(a.requests) WITH ORDINALITY " \
+	"AS r(allowed, remaining, retry_after, reset_after, i) ORDER BY r.i) FROM "
 
 /* Arrays for a table of at most max entries; false without memory. */
 static bool
@@ -2559,13 +2560,9 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	c->query_policy = rl_build_query(options->schema, RL_DECISION_COLUMNS
 									 "@rl_take($1::text, $2::text, $3::int4)");
 	c->query_all = rl_build_query(options->schema, RL_ALL_COLUMNS
-								  "unnest($1::text[], $2::text[], $3::float8[], $4::int4[]) WITH ORDINALITY AS u(l, k, r, b, i), "
-								  "@rl_take(u.l, u.k, u.r, u.b, 0) AS p" RL_ALL_WHERE
-								  "@rl_take_all($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a");
+								  "@rl_take_all_detail($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a");
 	c->query_all_policy = rl_build_query(options->schema, RL_ALL_COLUMNS
-										 "unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(l, k, i), "
-										 "@rl_take(u.l, u.k, 0) AS p" RL_ALL_WHERE
-										 "@rl_take_all($1::text[], $2::text[], $3::int4[]) AS a");
+										 "@rl_take_all_detail($1::text[], $2::text[], $3::int4[]) AS a");
 	c->query_policies = rl_build_query(options->schema,
 									   "SELECT limiter, rate, burst, shadow FROM @rl_policies");
 	c->pool = calloc(options->pool_size, sizeof(RlConnection));

@@ -2,7 +2,8 @@
  * policies.c
  *		Decisions by policy and over several limits: the client answers as
  *		the server does (rl_take by policy, both forms of rl_take_all,
- *		including the binding limiter), from the database and in memory; a
+ *		including the binding limiter), from the database and in memory,
+ *		each multi-limit call one call of rl_take_all_detail and no peek; a
  *		changed policy is used after the refresh interval, and the last one
  *		read during an outage; threads share one client.
  *
@@ -51,6 +52,27 @@ server(const char *query, int nparams, const char *const *values,
 	if (limiter != NULL)
 		snprintf(limiter, 64, "%s", PQgetvalue(res, 0, 4));
 	PQclear(res);
+}
+
+/* Calls of function by every session (track_functions = 'all'). */
+static long long
+function_calls(const char *function)
+{
+	const char *values[1] = {function};
+	PGresult   *res = PQexecParams(raw,
+								   "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+								   "WHERE funcname = $1",
+								   1, NULL, values, NULL, NULL, 0);
+	long long	calls;
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+	{
+		fprintf(stderr, "pg_stat_user_functions: %s", PQerrorMessage(raw));
+		exit(2);
+	}
+	calls = atoll(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return calls;
 }
 
 static bool
@@ -274,6 +296,33 @@ main(int argc, char **argv)
 	options.deadline_ms = 10000;
 	is_int(rl_client_new(&options, &client), RL_OK, "a client is made");
 
+	/*
+	 * Several limits, first, while no session has called rl_take: the same
+	 * answers as the server's, binding limiter too.
+	 */
+	server_all(false, "1.1.1.1", "ada", want_all, limiters);
+	client_all(client, "database", false, "2.2.2.2", "bob", want_all, limiters,
+			   RL_SOURCE_DATABASE);
+	server_all(true, "1.1.1.1", "ada", want_all_policy, limiters_policy);
+	client_all(client, "database", true, "2.2.2.2", "bob", want_all_policy,
+			   limiters_policy, RL_SOURCE_DATABASE);
+
+	/*
+	 * Each call asked rl_take_all_detail alone, with no peek (rl_take) of its
+	 * buckets.  The client's session reports its calls about a second after
+	 * it goes idle.
+	 */
+	{
+		double		until = now_ms() + 30000;
+
+		while (function_calls("rl_take_all_detail") < 2 * NALL && now_ms() < until)
+			sleep_ms(100);
+		is_int(function_calls("rl_take_all_detail"), 2 * NALL,
+			   "each of the %d multi-limit calls is one call of rl_take_all_detail",
+			   2 * NALL);
+		is_int(function_calls("rl_take"), 0, "and no call of rl_take: no peek");
+	}
+
 	/* by policy: the same answers as the server's, on another key */
 	server_single("login", "server", want_single);
 	client_single(client, "database", "login", "client", want_single,
@@ -292,13 +341,7 @@ main(int argc, char **argv)
 	is_int(rl_client_take_policy(client, "login", "k", -1, &d), RL_BAD_COST,
 		   "a negative cost is refused");
 
-	/* several limits: the same answers as the server's, binding limiter too */
-	server_all(false, "1.1.1.1", "ada", want_all, limiters);
-	client_all(client, "database", false, "2.2.2.2", "bob", want_all, limiters,
-			   RL_SOURCE_DATABASE);
-	server_all(true, "1.1.1.1", "ada", want_all_policy, limiters_policy);
-	client_all(client, "database", true, "2.2.2.2", "bob", want_all_policy,
-			   limiters_policy, RL_SOURCE_DATABASE);
+	/* several limits: bad use */
 	{
 		RlRequest	twice[2] = {{"ip", "x", 1, 1, 1}, {"ip", "x", 1, 1, 1}};
 		RlRequest	bad[2] = {{"ip", "x", 1, 1, 1}, {"account", "y", 1, 0, 1}};

@@ -1,7 +1,8 @@
 # The C client by policy and over several limits: the server's answers from
-# the database and in memory, policy changes after the refresh interval, the
-# last policies read during an outage, threads under ThreadSanitizer and
-# AddressSanitizer.
+# the database and in memory, one rl_take_all_detail call per multi-limit
+# call and no peek (counted by track_functions), policy changes after the
+# refresh interval, the last policies read during an outage, threads under
+# ThreadSanitizer and AddressSanitizer.
 use strict;
 use warnings;
 use lib "$ENV{RL_SRC}/test/client";
@@ -9,7 +10,7 @@ use ClientTest;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = client_node('client_policies');
+my $node = client_node('client_policies', "track_functions = 'all'");
 my $nowhere = PostgreSQL::Test::Utils::tempdir_short();
 my %steps = (stop => sub { $node->stop('fast') });
 my @args = ($node->connstr('postgres'), "host=$nowhere port=1 dbname=postgres");
