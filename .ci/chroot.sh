@@ -118,10 +118,28 @@ ci_chroot_copy_tree() {
 ci_chroot_run() {
 	local root=$1 major=$2
 	shift 2
+	ci_chroot_exec "$root" "$major" /ratelimit/test/run "$@"
+}
+
+# ci_chroot_exec ROOT MAJOR PROGRAM ARG...: PROGRAM of the copied tree inside
+# ROOT, with RL_PG_MAJOR=MAJOR, in a clean environment.
+ci_chroot_exec() {
+	local root=$1 major=$2
+	shift 2
 	chroot "$root" env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME=/root LANG=C.UTF-8 TERM=dumb RL_PG_MAJOR="$major" \
 		${RL_ONLY:+RL_ONLY="$RL_ONLY"} ${RL_STORES:+RL_STORES="$RL_STORES"} \
-		/ratelimit/test/run "$@"
+		"$@"
+}
+
+# ci_debian_suite MAJOR: the Debian suite whose own packages are PostgreSQL
+# MAJOR's (17: Debian 13, 18: unstable)
+ci_debian_suite() {
+	case $1 in
+	17) echo trixie ;;
+	18) echo sid ;;
+	*) echo "no Debian suite is known for PostgreSQL $1" >&2; return 1 ;;
+	esac
 }
 
 # ci_chroot_remove ROOT: end what still runs inside ROOT (only processes

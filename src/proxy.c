@@ -12,8 +12,8 @@
  * call ends, and at the end of every transaction.
  *
  * A part's error is the caller's: an element number in it ("element N of
- * the arrays of rl_take_all", which the C client reads) is renumbered from
- * the part's arrays to the caller's.
+ * the arrays of rl_take_all", which the clients read) is renumbered from
+ * the part's arrays to the caller's, and names the caller's function.
  */
 #include "postgres.h"
 
@@ -99,15 +99,15 @@ function_schema(Oid fn_oid)
 }
 
 /*
- * The caller's element for the part's element number in context, which
- * names it as "element N of the arrays of rl_take_all"; NULL when it does
- * not.
+ * The context of a part's error as the caller's: "element N of the arrays of
+ * F" (the shard's element N and function F) becomes the caller's element
+ * and function.  NULL when context names no element.
  */
 static char *
-renumbered_context(const char *context, ArrayType *idx)
+renumbered_context(const char *context, ArrayType *idx, const char *function)
 {
 	static const char prefix[] = "element ";
-	static const char suffix[] = " of the arrays of rl_take_all";
+	static const char middle[] = " of the arrays of ";
 	const char *at;
 	char	   *end;
 	long		element;
@@ -118,32 +118,36 @@ renumbered_context(const char *context, ArrayType *idx)
 	if (context == NULL || (at = strstr(context, prefix)) == NULL)
 		return NULL;
 	element = strtol(at + strlen(prefix), &end, 10);
-	if (strncmp(end, suffix, strlen(suffix)) != 0)
+	if (strncmp(end, middle, strlen(middle)) != 0)
 		return NULL;
 	deconstruct_array(idx, INT4OID, sizeof(int32), true, TYPALIGN_INT,
 					  &positions, NULL, &n);
 	if (element < 1 || element > n)
 		return NULL;
+	end += strlen(middle);
+	end += strspn(end, "abcdefghijklmnopqrstuvwxyz_");
 	initStringInfo(&buf);
 	appendBinaryStringInfo(&buf, context, at - context);
-	appendStringInfo(&buf, "%s%d", prefix, DatumGetInt32(positions[element - 1]));
+	appendStringInfo(&buf, "%s%d%s%s", prefix, DatumGetInt32(positions[element - 1]),
+					 middle, function);
 	appendStringInfoString(&buf, end);
 	return buf.data;
 }
 
 /*
- * rl_proxy_take_part(first, idx, limiters, keys, rates, bursts, costs): the
- * pairs at positions idx, all on one shard, taken there in one rl_take_all
- * (rates NULL: by policy), with the caller's rights.  first: a new call,
- * whose earlier parts are forgotten.  An allowed part is remembered for
- * rl_proxy_refund_taken.
+ * rl_proxy_take_part(function, first, idx, limiters, keys, rates, bursts,
+ * costs): the pairs at positions idx, all on one shard, taken there in one
+ * rl_take_all_detail (rates NULL: by policy), with the caller's rights.
+ * function: the one the caller called, which an error names.  first: a new
+ * call, whose earlier parts are forgotten.  An allowed part is remembered
+ * for rl_proxy_refund_taken.
  */
 Datum
 rl_proxy_take_part(PG_FUNCTION_ARGS)
 {
 	static bool callback_registered = false;
 	const char *schema = function_schema(fcinfo->flinfo->fn_oid);
-	bool		by_policy = PG_ARGISNULL(4);
+	bool		by_policy = PG_ARGISNULL(5);
 	Oid			types[6] = {INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID,
 	FLOAT8ARRAYOID, INT4ARRAYOID, INT4ARRAYOID};
 	Datum		values[6];
@@ -155,28 +159,29 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	bool		isnull;
 	int			i;
 
-	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || PG_ARGISNULL(3))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("rl_proxy_take_part needs first, idx, limiters and keys")));
+	for (i = 0; i < 5; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("rl_proxy_take_part needs function, first, idx, limiters and keys")));
 	if (!callback_registered)
 	{
 		RegisterXactCallback(forget_at_transaction_end, NULL);
 		callback_registered = true;
 	}
-	if (PG_GETARG_BOOL(0))
+	if (PG_GETARG_BOOL(1))
 		forget_taken();
 
 	for (i = 0; i < 6; i++)
 	{
-		values[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
-		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
+		values[i] = PG_ARGISNULL(i + 2) ? (Datum) 0 : PG_GETARG_DATUM(i + 2);
+		nulls[i] = PG_ARGISNULL(i + 2) ? 'n' : ' ';
 	}
 	if (by_policy)
-		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_first(%1$s.rl_proxy_pick($2, $1),"
+		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_detail_first(%1$s.rl_proxy_pick($2, $1),"
 						 " %1$s.rl_proxy_pick($3, $1), %1$s.rl_proxy_pick($6, $1)) AS a", schema);
 	else
-		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_first(%1$s.rl_proxy_pick($2, $1),"
+		query = psprintf("SELECT a FROM %1$s.rl_proxy_take_all_detail_first(%1$s.rl_proxy_pick($2, $1),"
 						 " %1$s.rl_proxy_pick($3, $1), %1$s.rl_proxy_pick($4, $1),"
 						 " %1$s.rl_proxy_pick($5, $1), %1$s.rl_proxy_pick($6, $1)) AS a", schema);
 
@@ -185,7 +190,7 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	{
 		if (SPI_execute_with_args(query, 6, types, values, nulls, false, 1) != SPI_OK_SELECT ||
 			SPI_processed != 1)
-			elog(ERROR, "rl_proxy_take_all_first answered no row");
+			elog(ERROR, "rl_proxy_take_all_detail_first answered no row");
 	}
 	PG_CATCH();
 	{
@@ -194,7 +199,8 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 
 		MemoryContextSwitchTo(caller);
 		edata = CopyErrorData();
-		context = renumbered_context(edata->context, PG_GETARG_ARRAYTYPE_P(1));
+		context = renumbered_context(edata->context, PG_GETARG_ARRAYTYPE_P(2),
+									 text_to_cstring(PG_GETARG_TEXT_PP(0)));
 		if (context == NULL)
 			PG_RE_THROW();
 		FlushErrorState();
@@ -206,17 +212,17 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	result = DatumGetHeapTupleHeader(SPI_getbinval(SPI_tuptable->vals[0],
 												   SPI_tuptable->tupdesc, 1, &isnull));
 	if (isnull)
-		elog(ERROR, "rl_proxy_take_all_first answered NULL");
+		elog(ERROR, "rl_proxy_take_all_detail_first answered NULL");
 	allowed = DatumGetBool(GetAttributeByName(result, "allowed", &isnull)) && !isnull;
 	if (allowed)
 	{
 		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
 		TakenPart  *t = palloc(sizeof(TakenPart));
 
-		t->idx = array_text(PG_GETARG_DATUM(1));
-		t->limiters = array_text(PG_GETARG_DATUM(2));
-		t->keys = array_text(PG_GETARG_DATUM(3));
-		t->costs = PG_ARGISNULL(6) ? NULL : array_text(PG_GETARG_DATUM(6));
+		t->idx = array_text(PG_GETARG_DATUM(2));
+		t->limiters = array_text(PG_GETARG_DATUM(3));
+		t->keys = array_text(PG_GETARG_DATUM(4));
+		t->costs = PG_ARGISNULL(7) ? NULL : array_text(PG_GETARG_DATUM(7));
 		taken = lappend(taken, t);
 		MemoryContextSwitchTo(old);
 	}

@@ -80,20 +80,20 @@ get_result_desc(FunctionCallInfo fcinfo, ResultType type)
 			CacheRegisterSyscacheCallback(PROCOID, forget_result_descs, (Datum) 0);
 			callback_registered = true;
 		}
-		old = MemoryContextSwitchTo(CacheMemoryContext);
 		if (type == RESULT_REQUEST)
 		{
 			TupleDesc	detail = get_result_desc(fcinfo, RESULT_DECISION_DETAIL);
 			Oid			element = get_element_type(TupleDescAttr(detail, detail->natts - 1)->atttypid);
 
-			desc = lookup_rowtype_tupdesc_copy(element, -1);
+			desc = lookup_rowtype_tupdesc(element, -1);
 		}
-		else if (get_call_result_type(fcinfo, NULL, &desc) == TYPEFUNC_COMPOSITE)
-			desc = CreateTupleDescCopy(desc);
-		else
+		else if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 			elog(ERROR, "return type must be a row type");
-		result_descs[type] = BlessTupleDesc(desc);
+		old = MemoryContextSwitchTo(CacheMemoryContext);
+		result_descs[type] = BlessTupleDesc(CreateTupleDescCopy(desc));
 		MemoryContextSwitchTo(old);
+		if (type == RESULT_REQUEST)
+			ReleaseTupleDesc(desc);
 	}
 	return result_descs[type];
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,6 +224,64 @@ func TestFloodRefusedLocally(t *testing.T) {
 			t.Errorf("the server ran rl_take %d times, want 20", n)
 		}
 	})
+}
+
+// TestTakeAllOneCall: TakeAll and TakeAllPolicy are one rl_take_all_detail
+// call each and peek no bucket with rl_take, as pg_stat_user_functions
+// counts them in a database of their own.
+func TestTakeAllOneCall(t *testing.T) {
+	conn := env(t, "RL_GO_TABLE")
+	name := strings.ToLower(uniqueName(t))
+	exec1(t, sqlConn(t, conn), "CREATE DATABASE "+name)
+	conn += " dbname=" + name
+	db := sqlConn(t, conn)
+	exec1(t, db, "CREATE EXTENSION ratelimit")
+	exec1(t, db, "INSERT INTO rl_policies (limiter, rate, burst) VALUES ('detail', 1, 100)")
+	c, _ := newClient(t, conn, nil)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		if _, err := c.TakeAll(ctx, []Request{{"detail_x", "a", 1, 100, 1}, {"detail_x", "b", 1, 100, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.TakeAllPolicy(ctx, []Request{{Limiter: "detail", Key: "a", Cost: 1}, {Limiter: "detail", Key: "b", Cost: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.Stats(); s.Database != 6 {
+		t.Fatalf("%d database decisions, want 6", s.Database)
+	}
+	c.Close()
+	calls := func() (map[string]int64, int64) {
+		rows, err := db.Query(ctx, "SELECT funcname::text, sum(calls)::int8 FROM pg_stat_user_functions "+
+			"WHERE funcname IN ('rl_take', 'rl_take_all', 'rl_take_all_detail') GROUP BY funcname")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m, total := map[string]int64{}, int64(0)
+		for rows.Next() {
+			var f string
+			var n int64
+			if err := rows.Scan(&f, &n); err != nil {
+				t.Fatal(err)
+			}
+			m[f], total = n, total+n
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return m, total
+	}
+	// a backend reports its calls when it ends or idles: wait for them
+	deadline := time.Now().Add(20 * time.Second)
+	m, total := calls()
+	for total < 6 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		m, total = calls()
+	}
+	if len(m) != 1 || m["rl_take_all_detail"] != 6 {
+		t.Errorf("the server ran %v, want rl_take_all_detail 6 times and nothing else", m)
+	}
 }
 
 // TestOutage: the server stopped: every call returns within the deadline,

@@ -20,15 +20,14 @@ type queries struct {
 	take, takePolicy, takeAll, takeAllPolicy, policies, refund string
 }
 
-// The multi-limit queries also answer each bucket's reset_after, by peeks
-// after the decision (the subquery refers to its row), so that an outage
-// continues from every bucket's shared fill level.  When rl_take_all
-// answers per request, only these two change.
+// The multi-limit queries answer rl_take_all's columns and each request's
+// reset_after, in the order of the requests, from rl_take_all_detail
+// (ratelimit 1.2), so that an outage continues from every bucket's shared
+// fill level.
 const (
 	decisionColumns = "SELECT allowed, remaining, retry_after, reset_after FROM "
 	allColumns      = "SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, " +
-		"(SELECT array_agg(p.reset_after ORDER BY u.i) FROM "
-	allWhere = " WHERE a.allowed IS NOT NULL) FROM "
+		"ARRAY(SELECT r.reset_after FROM unnest(a.requests) WITH ORDINALITY AS r ORDER BY r.ordinality) FROM "
 )
 
 // buildQueries writes each @ as the schema, quoted, and a dot (or as
@@ -43,13 +42,9 @@ func buildQueries(schema string) queries {
 		take:       q(decisionColumns + "@rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)"),
 		takePolicy: q(decisionColumns + "@rl_take($1::text, $2::text, $3::int4)"),
 		takeAll: q(allColumns +
-			"unnest($1::text[], $2::text[], $3::float8[], $4::int4[]) WITH ORDINALITY AS u(l, k, r, b, i), " +
-			"@rl_take(u.l, u.k, u.r, u.b, 0) AS p" + allWhere +
-			"@rl_take_all($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a"),
+			"@rl_take_all_detail($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a"),
 		takeAllPolicy: q(allColumns +
-			"unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(l, k, i), " +
-			"@rl_take(u.l, u.k, 0) AS p" + allWhere +
-			"@rl_take_all($1::text[], $2::text[], $3::int4[]) AS a"),
+			"@rl_take_all_detail($1::text[], $2::text[], $3::int4[]) AS a"),
 		policies: q("SELECT limiter, rate, burst, shadow FROM @rl_policies"),
 		refund:   q("SELECT @rl_refund($1::text, $2::text, $3::int4)"),
 	}
@@ -179,7 +174,7 @@ func (c *Client) failed(ctx, dctx context.Context, err error, a *answer) {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		if r := refusal(pe.Code, pe.Message); r != nil {
-			// "element N of the arrays of rl_take_all" says which
+			// "element N of the arrays of rl_take_all_detail" says which
 			if i := strings.Index(pe.Where, "element "); i >= 0 {
 				digits := pe.Where[i+8:]
 				end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' })
@@ -296,7 +291,8 @@ func parseDecision(row [][]byte) (Decision, bool) {
 	return d, ok
 }
 
-// parseDecisionAll reads rl_take_all's row and each bucket's reset_after.
+// parseDecisionAll reads rl_take_all_detail's row: the decision and each
+// bucket's reset_after.
 func parseDecisionAll(row [][]byte, items []item) (Decision, []float64, bool) {
 	if len(row) != 6 || row[4] == nil || row[5] == nil {
 		return Decision{}, nil, false

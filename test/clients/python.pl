@@ -7,7 +7,6 @@ use warnings;
 use lib "$ENV{RL_SRC}/test/client";
 use ClientTest;
 use IPC::Run;
-use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -16,14 +15,11 @@ my $src = $ENV{RL_SRC};
 sub cluster
 {
 	my ($name, $store) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init;
-	$node->append_conf('postgresql.conf', join("\n",
-		"listen_addresses = '127.0.0.1'", "shared_preload_libraries = 'ratelimit'",
-		"ratelimit.store = $store", "max_connections = 100", ''));
-	$node->start;
+	# track_functions: the tests count the functions the client calls
+	my $node = client_node($name, "listen_addresses = '127.0.0.1'",
+		"shared_preload_libraries = 'ratelimit'", "ratelimit.store = $store",
+		"max_connections = 100", "track_functions = 'all'");
 	$node->safe_psql('postgres', q{
-		CREATE EXTENSION ratelimit;
 		CREATE ROLE web LOGIN;
 		INSERT INTO rl_policies VALUES ('sign_in_ip', 100.0 / 3600, 100), ('sign_in_failures', 5.0 / 3600, 5);
 		GRANT EXECUTE ON FUNCTION rl_refund(text, text, integer) TO web;

@@ -241,7 +241,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 24
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 27
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -288,7 +288,7 @@ SKIP:
 		qr/permission denied for function rl_proxy_taken/,
 		'a role cannot read what the owner\'s refund would give back');
 	like(psql_error($proxy, "BEGIN; SET LOCAL ROLE taker;"
-		. " SELECT rl_proxy_take_part(true, '{1}', '{ip}', '{$i0}', NULL, NULL, NULL);"
+		. " SELECT rl_proxy_take_part('rl_take_all', true, '{1}', '{ip}', '{$i0}', NULL, NULL, NULL);"
 		. " SELECT rl_proxy_refund_taken(); SELECT rl_proxy_refund_taken(); COMMIT"), qr/^$/,
 		'the owner\'s refund, called directly, gives back only a take of the same caller,'
 		  . ' in the same transaction');
@@ -306,8 +306,12 @@ SKIP:
 	my $login_before = proxy($login_left);
 	my (undef, undef, $err) = $proxy->psql('postgres',
 		"\\set VERBOSITY verbose\nSELECT rl_take_all('{login,ip,nobody}', '{$l0,$i1,$n1}')");
-	like($err, qr/ERROR:  42704:.*limiter "nobody" has no policy.*element 3 of the arrays of rl_take_all/s,
+	like($err, qr/ERROR:  42704:.*limiter "nobody" has no policy.*element 3 of the arrays of rl_take_all\n/s,
 		'an unknown policy on the second shard: element 3 of the caller\'s arrays');
+	(undef, undef, $err) = $proxy->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT rl_take_all_detail('{login,ip,nobody}', '{$l0,$i1,$n1}')");
+	like($err, qr/ERROR:  42704:.*element 3 of the arrays of rl_take_all_detail\n/s,
+		'and rl_take_all_detail\'s error names rl_take_all_detail');
 	is(proxy($login_left), $login_before, 'and the first shard\'s take was given back');
 
 	# and allowed: each shard spends
@@ -322,6 +326,27 @@ SKIP:
 		  ('{1,1,1}', '{1,1,5}', '{0,2,0}', '{1,0,1}', '{0,0,0}'));
 	is(proxy($explicit), $single->safe_psql('postgres', $explicit),
 		'explicit rl_take_all across shards: the same decisions as one server');
+
+	# rl_take_all_detail: the same answers as one server, each request's too,
+	# on one shard (y, z) and across both (x, y, z)
+	is(join('', map { shard_of($_, 'k') } qw(x y z)), '011', 'x is on shard 0, y and z on shard 1');
+	my $lx0 = (keys_on(3, 'login', 0))[2];
+	my $ix1 = (keys_on(2, 'ip', 1))[1];
+	my $each = q{(SELECT string_agg(concat_ws(':', r.allowed, r.remaining, r.retry_after IS NULL,
+		round(r.reset_after)), ' ' ORDER BY r.i)
+		FROM unnest(d.requests) WITH ORDINALITY AS r(allowed, remaining, retry_after, reset_after, i))};
+	my $detail = join(';', map { "SELECT d.allowed, d.remaining, d.retry_after IS NULL, d.limiter, $each
+		FROM rl_take_all_detail($_) AS d" }
+		  ("'{y,z}', '{k,k}', '{0.001,0.001}', '{3,4}', '{1,2}'",
+		   "'{x,y,z}', '{k,k,k}', '{0.001,0.001,0.001}', '{2,3,4}', '{1,1,1}'",
+		   "'{z,y,x}', '{k,k,k}', '{0.001,0.001,0.001}', '{4,3,2}', '{1,1,5}'",
+		   "'{x,y,z}', '{k,k,k}', '{0.001,0.001,0.001}', '{2,3,4}', '{0,2,0}'",
+		   "'{y,x}', '{k,k}', '{0.001,0.001}', '{3,2}', '{1,1}'",
+		   "'{login,ip}', '{$lx0,$ix1}'",
+		   "'{ip,login}', '{$ix1,$lx0}', '{5,1}'",
+		   "'{login,ip}', '{$lx0,$ix1}', '{0,0}'"));
+	is(proxy($detail), $single->safe_psql('postgres', $detail),
+		'rl_take_all_detail on one shard and across: the same answers as one server, each request\'s too');
 
 	# refused calls spend nothing on any shard
 	my $rows = 'SELECT count(*) FROM rl_buckets';

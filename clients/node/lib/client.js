@@ -123,17 +123,17 @@ class RateLimiter {
     config.fallback_application_name = 'ratelimit_client';
     this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs);
     const s = o.schema === null ? '' : quoteIdent(o.schema);
-    const all = 'SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, ' +
-      '(SELECT array_agg(p.reset_after ORDER BY u.i) FROM ';
-    const where = ' WHERE a.allowed IS NOT NULL) FROM ';
-    // One place to swap the peeks for a per-request answer of rl_take_all.
+    // rl_take_all_detail (ratelimit 1.2) answers rl_take_all's columns and each
+    // request's own decision: its reset_after, in the order of the requests,
+    // lets an outage continue from every bucket's shared fill level.
+    const all = (args) => 'SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, ' +
+      'ARRAY(SELECT r.reset_after FROM unnest(a.requests) WITH ORDINALITY AS r ORDER BY r.ordinality) ' +
+      `FROM ${s}rl_take_all_detail(${args}) AS a`;
     this.queries = {
       take: `SELECT allowed, remaining, retry_after, reset_after FROM ${s}rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)`,
       policy: `SELECT allowed, remaining, retry_after, reset_after FROM ${s}rl_take($1::text, $2::text, $3::int4)`,
-      all: `${all}unnest($1::text[], $2::text[], $3::float8[], $4::int4[]) WITH ORDINALITY AS u(l, k, r, b, i), ` +
-        `${s}rl_take(u.l, u.k, u.r, u.b, 0) AS p${where}${s}rl_take_all($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a`,
-      allPolicy: `${all}unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(l, k, i), ` +
-        `${s}rl_take(u.l, u.k, 0) AS p${where}${s}rl_take_all($1::text[], $2::text[], $3::int4[]) AS a`,
+      all: all('$1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]'),
+      allPolicy: all('$1::text[], $2::text[], $3::int4[]'),
       policies: `SELECT limiter, rate, burst, shadow FROM ${s}rl_policies`,
       refund: `SELECT ${s}rl_refund($1::text, $2::text, $3::int4) AS refunded`,
     };
@@ -317,7 +317,7 @@ class RateLimiter {
     if (r.ok) {
       const d = this.parse(call, items, r.result);
       if (d === null) {
-        const detail = `${call.startsWith('all') ? 'rl_take_all' : 'rl_take'} answered something that is not a decision`;
+        const detail = `${call.startsWith('all') ? 'rl_take_all_detail' : 'rl_take'} answered something that is not a decision`;
         this.failed('error', detail);
         return this.fallback(items, 'error', detail);
       }

@@ -2,8 +2,9 @@
 // Decisions through the client equal the server's, in both stores: the
 // explicit and policy forms, take_all (both forms), refund; bad use is an
 // error with the server's SQLSTATE and never a fallback; the pre-check keeps
-// a flood off the database; concurrent calls share one exact burst; the
-// RateLimit fields equal rl_headers.
+// a flood off the database; a take_all is one rl_take_all_detail call;
+// concurrent calls share one exact burst; the RateLimit fields equal
+// rl_headers.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const { RateLimiter, RateLimitError, rateLimitHeaders } = require('..');
@@ -172,6 +173,34 @@ for (const store of ['table', 'memory']) {
     }
   });
 }
+
+test('takeAll in both forms: one rl_take_all_detail call each, no rl_take (pg_stat_user_functions)', { skip: h.skip }, async () => {
+  // a database of its own: its statistics count this test's calls only
+  const db = h.name('detail');
+  await h.sql('table', `CREATE DATABASE ${db}`);
+  await h.sql('table', 'CREATE EXTENSION ratelimit', [], db);
+  await h.sql('table', "INSERT INTO rl_policies VALUES ('detail', 1, 100)", [], db);
+  const rl = new RateLimiter({ connection: h.connection('table', db) });
+  try {
+    for (let i = 0; i < 3; i++) {
+      await rl.takeAll([{ limiter: 'detail_x', key: 'a', rate: 1, burst: 100 }, { limiter: 'detail_x', key: 'b', rate: 1, burst: 100 }]);
+      await rl.takeAll([{ limiter: 'detail', key: 'a' }, { limiter: 'detail', key: 'b' }]);
+    }
+    assert.equal(rl.stats().database, 6);
+  } finally {
+    await rl.end();
+  }
+  const counted = `SELECT funcname, sum(calls)::int AS n FROM pg_stat_user_functions
+    WHERE funcname IN ('rl_take', 'rl_take_all', 'rl_take_all_detail') GROUP BY funcname`;
+  // a backend reports its calls when it ends or idles: wait for them
+  const until = performance.now() + 20000;
+  let seen;
+  do {
+    await h.sleep(100);
+    seen = Object.fromEntries((await h.sql('table', counted, [], db)).map((r) => [r.funcname, r.n]));
+  } while (Object.values(seen).reduce((a, b) => a + b, 0) < 6 && performance.now() < until);
+  assert.deepEqual(seen, { rl_take_all_detail: 6 }, 'no peek: rl_take_all_detail once per call, and nothing else');
+});
 
 test('event loop: 300 concurrent calls over one burst of 100 allow exactly 100, by the database and in memory', { skip: h.skip }, async () => {
   const rl = new RateLimiter({ connection: h.connection('memory'), deadlineMs: 10000 });

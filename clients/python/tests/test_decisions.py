@@ -8,8 +8,8 @@ import uuid
 import psycopg
 import pytest
 
-from conftest import dsn, sql
-from ratelimit_client import AsyncLimiter, RateLimitError, Request, Source, UnknownLimiterError
+from conftest import dsn, sql, wait_for
+from ratelimit_client import AsyncLimiter, Limiter, RateLimitError, Request, Source, UnknownLimiterError
 from ratelimit_client import _sql
 
 
@@ -90,6 +90,28 @@ def test_flood_refused_locally(store, make_limiter):
     assert direct(store, "SELECT allowed, denied FROM rl_stats WHERE limiter = %s", (name,)) == (10, 10)
 
 
+def test_take_all_is_one_call_of_rl_take_all_detail():
+    """take_all, explicit and by policy: one rl_take_all_detail call each, no peek by rl_take."""
+    # a database of its own: its statistics count this test's calls only
+    db = "detail_" + fresh()[:8]
+    sql("table", f"CREATE DATABASE {db}")
+    sql("table", "CREATE EXTENSION ratelimit", dbname=db)
+    sql("table", "INSERT INTO rl_policies VALUES ('detail', 1, 100)", dbname=db)
+    with Limiter(dsn("table", dbname=db)) as lim:
+        for _ in range(3):
+            lim.take_all([("detail_x", "a", 1, 100), ("detail_x", "b", 1, 100)])
+            lim.take_all([Request("detail", "a"), Request("detail", "b")])
+        assert lim.stats().database == 6
+
+    def calls():
+        return dict(sql("table", "SELECT funcname, sum(calls)::int FROM pg_stat_user_functions "
+                                 "WHERE funcname IN ('rl_take', 'rl_take_all', 'rl_take_all_detail') "
+                                 "GROUP BY funcname", dbname=db))
+    # a backend reports its calls when it ends or idles: wait for them
+    wait_for(lambda: sum(calls().values()) >= 6, timeout=20)
+    assert calls() == {"rl_take_all_detail": 6}
+
+
 def test_bad_use_is_an_error(store, make_limiter):
     lim = make_limiter(store)
     for args, state in [((None, "k", 1, 1), "22004"), (("l", "", 1, 1), "22023"), (("l", "k", 0, 1), "22023"),
@@ -119,7 +141,6 @@ def test_bad_use_is_an_error(store, make_limiter):
 
 
 def test_refund_without_privilege_is_bad_use(make_limiter):
-    from ratelimit_client import Limiter
     sql("table", "DO $$ BEGIN CREATE ROLE ungranted LOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
     lim = Limiter(dsn("table", user="ungranted"))
     try:

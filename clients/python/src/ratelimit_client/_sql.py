@@ -11,12 +11,12 @@ import psycopg
 from . import _core
 
 _DECISION = "SELECT allowed, remaining, retry_after, reset_after FROM "
-# rl_take_all, then a peek (cost 0) of each bucket in the same statement, so
-# that an outage continues from every bucket's shared fill level; the one
-# place to change once rl_take_all answers each request itself
+# rl_take_all_detail (ratelimit 1.2) answers rl_take_all's columns and each
+# request's own decision: its reset_after, in the order of the requests, lets
+# an outage continue from every bucket's shared fill level
 _ALL = ("SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, "
-        "(SELECT array_agg(p.reset_after ORDER BY u.i) FROM {units}, {peek} AS p "
-        "WHERE a.allowed IS NOT NULL) FROM {take_all} AS a")
+        "ARRAY(SELECT r.reset_after FROM unnest(a.requests) WITH ORDINALITY AS r ORDER BY r.ordinality) "
+        "FROM {take_all}({args}) AS a")
 
 _ELEMENT = re.compile(r"element (\d+)")
 
@@ -35,14 +35,9 @@ class Queries:
 
         self.take = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(r)s::float8, %(b)s::int4, %(c)s::int4)"
         self.policy = _DECISION + f("rl_take") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
-        self.all = _ALL.format(
-            units="unnest(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[]) WITH ORDINALITY AS u(l, k, r, b, i)",
-            peek=f("rl_take") + "(u.l, u.k, u.r, u.b, 0)",
-            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[])")
-        self.all_policy = _ALL.format(
-            units="unnest(%(l)s::text[], %(k)s::text[]) WITH ORDINALITY AS u(l, k, i)",
-            peek=f("rl_take") + "(u.l, u.k, 0)",
-            take_all=f("rl_take_all") + "(%(l)s::text[], %(k)s::text[], %(c)s::int4[])")
+        self.all = _ALL.format(take_all=f("rl_take_all_detail"),
+                               args="%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[]")
+        self.all_policy = _ALL.format(take_all=f("rl_take_all_detail"), args="%(l)s::text[], %(k)s::text[], %(c)s::int4[]")
         self.refund = "SELECT " + f("rl_refund") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
         self.policies = "SELECT limiter, rate, burst, shadow FROM " + f("rl_policies")
 
