@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # Runs TAP test sources with TAP::Harness and prints "RESULT <passed> <failed>",
 # counting every test; a file that dies, exits non-zero or misses its plan
-# counts as one more failure even when none of its tests failed.
+# counts as one more failure even when none of its tests failed.  Before it,
+# a line "FAILED <file>: <what>" names each file that failed, and how.
 #
 #   harness.pl perl   t/*.pl       Perl TAP tests
 #   harness.pl exec   bin/*_test   programs that print TAP
@@ -43,7 +44,17 @@ for my $file ($aggregate->descriptions)
 	my $bad = scalar $parser->failed;
 	$passed += scalar $parser->passed;
 	$failed += $bad;
-	$failed += 1 if !$bad && $parser->has_problems;
+	if ($bad)
+	{
+		print "FAILED $file: tests " . join(', ', $parser->failed) . "\n";
+	}
+	elsif ($parser->has_problems)
+	{
+		$failed += 1;
+		print "FAILED $file: exit " . ($parser->exit // '?')
+		  . ', ' . $parser->tests_run . ' of ' . ($parser->tests_planned // '?')
+		  . " planned tests run\n";
+	}
 }
 print "RESULT $passed $failed\n";
 exit($failed ? 1 : 0);
