@@ -24,16 +24,21 @@ sub start_pgbench
 	return [ $name, $h, \$out, \$err ];
 }
 
+# finish_pgbench(RUN, AT_LEAST): RUN ended well, after AT_LEAST transactions.
+# The floors are far below what a loaded machine runs in $seconds (a VACUUM
+# and ANALYZE of a growing table take tens of milliseconds there): they only
+# show that each loop kept running next to the others.
 sub finish_pgbench
 {
-	my ($run) = @_;
+	my ($run, $at_least) = @_;
 	my ($name, $h, $out, $err) = @$run;
 	$h->finish;
 	is($h->result(0), 0, "$name: pgbench finished") or diag($$err);
 	like($$out, qr/number of failed transactions: 0/, "$name: no call failed")
 	  or diag($$out . $$err);
 	my ($count) = $$out =~ /number of transactions actually processed: (\d+)/;
-	cmp_ok($count // 0, '>', 100, "$name: it ran");
+	cmp_ok($count // 0, '>=', $at_least, "$name: it ran $at_least times or more");
+	note("$name: " . ($count // 0) . " transactions");
 }
 
 for my $store (qw(table memory))
@@ -72,16 +77,16 @@ max_connections = 40
 	# which cleanup rightly deletes; all_c's burst is never spent.
 	my $started = $node->safe_psql('postgres', 'SELECT now()');
 	my @runs = (
-		start_pgbench($node, "$store: function DDL loop", q{
+		[ start_pgbench($node, "$store: function DDL loop", q{
 CREATE OR REPLACE FUNCTION public.noise() RETURNS integer LANGUAGE sql AS 'SELECT 1';
-}, 1),
-		start_pgbench($node, "$store: VACUUM and ANALYZE loop", q{
+}, 1), 20 ],
+		[ start_pgbench($node, "$store: VACUUM and ANALYZE loop", q{
 VACUUM rl_buckets;
 ANALYZE rl_buckets;
-}, 1),
-		start_pgbench($node, "$store: rl_cleanup", q{
+}, 1), 20 ],
+		[ start_pgbench($node, "$store: rl_cleanup", q{
 SELECT cleanup_frees_nothing();
-}, 2),
+}, 2), 20 ],
 		start_pgbench($node, "$store: new keys, refunds, rl_take_all", q{
 \set k random(1, 1000000000)
 \set r random(1, 1000)
@@ -89,8 +94,8 @@ SELECT rl_take('new', :k::text, 0.001, 5);
 SELECT rl_refund('refund', :r::text, 1);
 SELECT rl_take_all(ARRAY['all_a', 'all_b', 'all_c'], ARRAY[:k::text, :k::text, :r::text],
 	ARRAY[0.001, 0.001, 0.001], ARRAY[5, 5, 100000]);
-}, 4));
-	finish_pgbench($_) for @runs;
+}, 4), 100 ]);
+	finish_pgbench(@$_) for @runs;
 
 	is($node->safe_psql('postgres', q{
 		SELECT count(*) FILTER (WHERE (rl_take('spent', k::text, 0.001, 1)).allowed)
