@@ -10,8 +10,8 @@ CREATE ROLE rl_test_app;
 GRANT USAGE ON SCHEMA public TO rl_test_app;
 SET LOCAL ROLE rl_test_app;
 
-SELECT ok((rl_take('login', 'ada', 1, 2)).allowed, 'a fresh role decides with rl_take without a grant');
-SELECT ok((rl_take('login', 'ada', 1, 2)).remaining = 0, 'and its decisions count');
+SELECT ok((rl_take('login', 'ada', 1.0 / 3600, 2)).allowed, 'a fresh role decides with rl_take without a grant');
+SELECT ok((rl_take('login', 'ada', 1.0 / 3600, 2)).remaining = 0, 'and its decisions count');
 SELECT throws_ok($$SELECT rl_take_at('login', 'ada', 1, 2, 1, now())$$, '42501',
 				 'permission denied for function rl_take_at', 'rl_take_at is revoked from PUBLIC');
 SELECT throws_ok($$SELECT rl_reset('login', 'ada')$$, '42501',
@@ -47,12 +47,12 @@ GRANT ALL ON rl_trap.rl_buckets TO rl_test_app;
 
 SET LOCAL ROLE rl_test_app;
 SET LOCAL search_path = rl_trap, pg_catalog, public;
-CREATE TEMP TABLE first_call AS SELECT * FROM public.rl_take('trap', 'k', 1, 1);
+CREATE TEMP TABLE first_call AS SELECT * FROM public.rl_take('trap', 'k', 1.0 / 3600, 1);
 SELECT ok((SELECT allowed FROM first_call), 'a decision under a hostile search_path');
-SELECT ok(NOT (public.rl_take('trap', 'k', 1, 1)).allowed, 'counts in the real table');
+SELECT ok(NOT (public.rl_take('trap', 'k', 1.0 / 3600, 1)).allowed, 'counts in the real table');
 SELECT is((SELECT count(*)::int FROM rl_trap.rl_buckets), 0, 'the look-alike table is untouched');
 SET LOCAL search_path = '';
-CREATE TEMP TABLE empty_path AS SELECT (public.rl_take('trap', 'k', 1, 1)).allowed;
+CREATE TEMP TABLE empty_path AS SELECT (public.rl_take('trap', 'k', 1.0 / 3600, 1)).allowed;
 RESET ROLE;
 RESET search_path;
 SELECT ok((SELECT NOT allowed FROM empty_path), 'an empty search_path works too');

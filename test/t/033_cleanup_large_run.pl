@@ -7,7 +7,6 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
-use Time::HiRes qw(time sleep);
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('large');
@@ -50,17 +49,29 @@ sub running
 	return query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ratelimit cleanup'});
 }
 
-# gone(PIDS): seconds until none of these pids is in pg_stat_activity
-sub gone
+# terminate(PID, WATCHED): seconds from SIGTERM to PID until none of the
+# WATCHED pids is in pg_stat_activity, measured in the server, where no
+# client's start-up counts
+query(q{
+	CREATE FUNCTION seconds_to_end(signalled integer, watched integer[]) RETURNS float8
+	LANGUAGE plpgsql AS $$
+	DECLARE
+		started timestamptz := clock_timestamp();
+	BEGIN
+		PERFORM pg_terminate_backend(signalled);
+		LOOP
+			PERFORM pg_stat_clear_snapshot();
+			EXIT WHEN NOT EXISTS (SELECT FROM pg_stat_activity WHERE pid = ANY (watched))
+				OR clock_timestamp() - started > interval '60 s';
+			PERFORM pg_sleep(0.01);
+		END LOOP;
+		RETURN extract(epoch FROM clock_timestamp() - started);
+	END $$});
+
+sub terminate
 {
-	my $pids = shift;
-	my $start = time;
-	while (query("SELECT count(*) FROM pg_stat_activity WHERE pid IN ($pids)") ne '0')
-	{
-		sleep(0.01);
-		last if time - $start > 60;
-	}
-	return time - $start;
+	my ($pid, $watched) = @_;
+	return query("SELECT seconds_to_end($pid, '{$watched}')");
 }
 
 sub errors
@@ -89,8 +100,7 @@ ok($node->poll_query_until('postgres', qq{
 
 # SIGTERM to the worker
 my $offset = -s $node->logfile;
-query("SELECT pg_terminate_backend($pid)");
-my $seconds = gone($pid);
+my $seconds = terminate($pid, $pid);
 cmp_ok($seconds, '<', 1, 'SIGTERM ends the worker within a second');
 note("ended after $seconds s");
 cmp_ok(query('SELECT count(*) FROM rl_buckets'), '>', 0, 'in the middle of its run');
@@ -102,8 +112,7 @@ like(slurp_file($node->logfile, $offset),
 fill();
 $pid = running();
 my $launcher = query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'ratelimit cleanup launcher'});
-query("SELECT pg_terminate_backend($launcher)");
-$seconds = gone("$launcher, $pid");
+$seconds = terminate($launcher, "$launcher, $pid");
 cmp_ok($seconds, '<', 1, 'SIGTERM to the launcher ends it and its worker within a second');
 ok($node->poll_query_until('postgres', qq{
 	SELECT count(*) = 1 FROM pg_stat_activity
@@ -119,7 +128,8 @@ fill();
 $pid = running();
 $offset = -s $node->logfile;
 query('DROP EXTENSION ratelimit');
-gone($pid);
+$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid")
+  or die 'the worker did not end';
 like(slurp_file($node->logfile, $offset),
 	qr/LOG:  ratelimit cleanup deleted \d+ expired buckets in database "postgres"/,
 	'a run ends at DROP EXTENSION and logs what it deleted');

@@ -87,7 +87,7 @@ ANALYZE rl_buckets;
 		[ start_pgbench($node, "$store: rl_cleanup", q{
 SELECT cleanup_frees_nothing();
 }, 2), 20 ],
-		start_pgbench($node, "$store: new keys, refunds, rl_take_all", q{
+		[ start_pgbench($node, "$store: new keys, refunds, rl_take_all", q{
 \set k random(1, 1000000000)
 \set r random(1, 1000)
 SELECT rl_take('new', :k::text, 0.001, 5);
