@@ -22,7 +22,7 @@ def fresh():
     return uuid.uuid4().hex
 
 
-def warm(lim, limiter):
+def warm_pool(lim, limiter):
     """The database decides a call of the limiter: its pool holds a connection (a loaded machine
     may take longer than the deadline to connect, and the limiter backs off until it has)."""
     assert wait_for(lambda: lim.take(limiter, fresh(), 1000, 1000).source == Source.DATABASE, 10), \
@@ -121,7 +121,7 @@ def test_refused_server_is_tried_once_per_backoff(server, make_limiter, monkeypa
 def test_stalled_server_deadline(server, make_limiter, caplog):
     """All server processes SIGSTOPped: each call returns within the deadline and decides in memory."""
     lim = make_limiter("outage", backoff=0.5, pool_size=2)
-    base = warm(lim, "outage_stall_warm")
+    base = warm_pool(lim, "outage_stall_warm")
     key = fresh()
     assert lim.take("outage_stall", key, 0.001, 5).source == Source.DATABASE
     server.sigstop()
