@@ -83,7 +83,7 @@ CREATE OR REPLACE FUNCTION public.noise() RETURNS integer LANGUAGE sql AS 'SELEC
 		[ start_pgbench($node, "$store: VACUUM and ANALYZE loop", q{
 VACUUM rl_buckets;
 ANALYZE rl_buckets;
-}, 1), 20 ],
+}, 1), 10 ],
 		[ start_pgbench($node, "$store: rl_cleanup", q{
 SELECT cleanup_frees_nothing();
 }, 2), 20 ],
