@@ -154,8 +154,8 @@ test('stalled server (SIGSTOP): every call within the deadline, in memory (timeo
   }
 });
 
-test('bounded memory: maxKeys keys at most; with the database every decision exact, in an outage only full buckets make room', { skip: h.skip }, async () => {
-  const rl = new RateLimiter({ connection: h.connection('table'), maxKeys: 8 });
+test('bounded memory: maxKeys keys at most; with the database every decision exact, in an outage only full buckets make room', { skip: h.skip }, async (t) => {
+  const rl = new RateLimiter({ connection: h.connection('table'), maxKeys: 8, deadlineMs: 10000 });
   const limiter = h.name('keys');
   try {
     for (let round = 0; round < 2; round++) {
@@ -182,21 +182,25 @@ test('bounded memory: maxKeys keys at most; with the database every decision exa
   assert.ok(refused.retryAfter > 7000, `a key without room: retry when a bucket is full again (${refused.retryAfter} s)`);
   assert.ok(out.stats().noRoom > 0);
   assert.equal(out.stats().keys, 4);
-  // fast buckets are full again soon, and then make room
+  // buckets full again make room: a minute passes on the client's clock,
+  // so the machine's speed never fills them early
+  const clock = h.clock(t);
   const fast = new RateLimiter({ connection: down, maxKeys: 2, logger: h.logger() });
-  const f = (k) => fast.take('fast', k, { rate: 20, burst: 1 });
+  const f = (k) => fast.take('fast', k, { rate: 1 / 60, burst: 1 });
   assert.equal((await f('a')).allowed, true);
   assert.equal((await f('b')).allowed, true);
   const none = await f('c');
   assert.equal(none.allowed, false);
-  assert.ok(none.retryAfter > 0 && none.retryAfter <= 0.05);
-  await h.sleep(80);
+  assert.ok(none.retryAfter > 0 && none.retryAfter <= 60, `retry when the first bucket is full (${none.retryAfter} s)`);
+  clock.advance(30000);
+  assert.equal((await f('c')).allowed, false, 'half a minute later, no bucket is full yet');
+  clock.advance(30000);
   assert.equal((await f('c')).allowed, true);
   await out.end();
   await fast.end();
 });
 
-test('warnings: at most one per limiter per interval; past 1024 limiters one summary line per interval', { skip: h.skip }, async () => {
+test('warnings: at most one per limiter per interval; past 1024 limiters one summary line per interval', { skip: h.skip }, async (t) => {
   const log = h.logger();
   const rl = new RateLimiter({ connection: down, logger: log });
   const round = async () => {
@@ -214,32 +218,41 @@ test('warnings: at most one per limiter per interval; past 1024 limiters one sum
   assert.equal(log.lines.length, 1025, 'within the interval: not one more line');
   await rl.end();
 
-  // after the interval, a limiter is named again
+  // after the interval, a limiter is named again: the interval passes on
+  // the client's clock, so a slow machine never ends it early
+  const clock = h.clock(t);
   const short = h.logger();
-  const quick = new RateLimiter({ connection: down, warningIntervalMs: 300, logger: short });
+  const quick = new RateLimiter({ connection: down, warningIntervalMs: 60000, logger: short });
   const three = async () => { for (const l of ['a', 'b', 'c']) await quick.take(l, 'k', { rate: 1, burst: 1 }); };
   await three();
   await three();
   assert.equal(short.lines.length, 3);
-  await h.sleep(350);
+  clock.advance(30000);
+  await three();
+  assert.equal(short.lines.length, 3, 'half the interval later: not named again');
+  clock.advance(30000);
   await three();
   assert.equal(short.lines.length, 6);
   assert.deepEqual(short.lines.slice(3).map((l) => l.split('"')[1]), ['a', 'b', 'c']);
   await quick.end();
 });
 
-test('policies: the copy of rl_policies is read at most every policyRefreshMs; the database decides by a new policy at once', { skip: h.skip }, async () => {
+test('policies: the copy of rl_policies is read at most every policyRefreshMs; the database decides by a new policy at once', { skip: h.skip }, async (t) => {
   const policy = h.name('refresh');
   await h.sql('table', 'INSERT INTO rl_policies VALUES ($1, 1, 2)', [policy]);
-  const rl = new RateLimiter({ connection: h.connection('table'), policyRefreshMs: 400 });
+  // the interval passes on the client's clock: however slow the calls
+  // within it, none of them reads the policies again
+  const clock = h.clock(t);
+  const rl = new RateLimiter({ connection: h.connection('table'), policyRefreshMs: 60000, deadlineMs: 10000 });
   try {
     await rl.take(policy, 'k');
     await Promise.all(Array.from({ length: 5 }, (_, i) => rl.take(policy, `c${i}`)));
     assert.equal(rl.stats().policyReads, 1, 'one read for the first call and those within the interval');
     await h.sql('table', 'UPDATE rl_policies SET burst = 5 WHERE limiter = $1', [policy]);
+    clock.advance(30000);
     await rl.take(policy, 'k2');
     assert.equal(rl.policy(policy).burst, 2, 'the copy is not older than policyRefreshMs');
-    await h.sleep(450);
+    clock.advance(30000);
     const d = await rl.take(policy, 'k3');
     assert.equal(d.remaining, 4, 'the database decides by the new policy at once');
     assert.equal(rl.policy(policy).burst, 5);
