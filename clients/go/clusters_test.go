@@ -257,6 +257,31 @@ func exited(t *testing.T, pids []int) {
 	}
 }
 
+// backToDatabase calls take until c's database decides again, for 10 s at
+// most, and fails t unless it did within a backoff interval and a deadline
+// as configured (plus margin) of each probe, a call that went to the
+// database: a loaded machine may take longer than a deadline to connect to
+// the server back, and then the next probe comes a backoff interval later.
+func backToDatabase(t *testing.T, c *Client, margin time.Duration, take func() Decision) {
+	t.Helper()
+	c.mu.Lock()
+	before := c.attempts
+	c.mu.Unlock()
+	start := time.Now()
+	d := take()
+	for d.Source != SourceDatabase && time.Since(start) < 10*time.Second {
+		time.Sleep(10 * time.Millisecond)
+		d = take()
+	}
+	el := time.Since(start)
+	c.mu.Lock()
+	probes := c.attempts - before
+	c.mu.Unlock()
+	if bound := time.Duration(probes) * (c.opts.Backoff + c.opts.Deadline + margin); d.Source != SourceDatabase || el > bound {
+		t.Errorf("back to the database: %+v after %v and %d probes, want the database within %v", d, el, probes, bound)
+	}
+}
+
 // timed runs f and answers how long it took.
 func timed(f func()) time.Duration {
 	start := time.Now()
