@@ -212,6 +212,76 @@ func (v *victim) stall(t *testing.T) func() {
 	return resume
 }
 
+// advance moves c's clock forward by d: its intervals and buckets pass when
+// the test says so, never because the machine is slow.
+func advance(c *Client, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.start = c.start.Add(-d)
+}
+
+// sessions answers the pids of the other backends of db's database.
+func sessions(t *testing.T, db *pgx.Conn) []int {
+	rows, err := db.Query(context.Background(),
+		"SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var pids []int
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return pids
+}
+
+// exited waits until the backends pids have exited: a session's counters
+// reach the statistics views when its backend ends, after it has left
+// pg_stat_activity, so the processes themselves are waited for.
+func exited(t *testing.T, pids []int) {
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("the backend %d has not exited within 20 s", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// backToDatabase calls take until c's database decides again, for 10 s at
+// most, and fails t unless it did within a backoff interval and a deadline
+// as configured (plus margin) of each probe, a call that went to the
+// database: a loaded machine may take longer than a deadline to connect to
+// the server back, and then the next probe comes a backoff interval later.
+func backToDatabase(t *testing.T, c *Client, margin time.Duration, take func() Decision) {
+	t.Helper()
+	c.mu.Lock()
+	before := c.attempts
+	c.mu.Unlock()
+	start := time.Now()
+	d := take()
+	for d.Source != SourceDatabase && time.Since(start) < 10*time.Second {
+		time.Sleep(10 * time.Millisecond)
+		d = take()
+	}
+	el := time.Since(start)
+	c.mu.Lock()
+	probes := c.attempts - before
+	c.mu.Unlock()
+	if bound := time.Duration(probes) * (c.opts.Backoff + c.opts.Deadline + margin); d.Source != SourceDatabase || el > bound {
+		t.Errorf("back to the database: %+v after %v and %d probes, want the database within %v", d, el, probes, bound)
+	}
+}
+
 // timed runs f and answers how long it took.
 func timed(f func()) time.Duration {
 	start := time.Now()

@@ -122,14 +122,7 @@ func TestLostCancel(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	atomic.StoreInt32(&p.held, 0)
-	returned := time.Now()
-	for d.Source != SourceDatabase && time.Since(returned) < 5*time.Second {
-		d = take(t, c, name, "k", 1.0/3600, 5, 1)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if el := time.Since(returned); d.Source != SourceDatabase || el > opts.Backoff+opts.Deadline+200*time.Millisecond {
-		t.Errorf("back to the database after %v: %+v", el, d)
-	}
+	backToDatabase(t, c, 200*time.Millisecond, func() Decision { return take(t, c, name, "k", 1.0/3600, 5, 1) })
 	if atomic.LoadInt32(&p.cancels) != 1 {
 		t.Errorf("%d cancel requests reached the proxy, want 1 (swallowed)", p.cancels)
 	}

@@ -18,6 +18,11 @@
 #define HAMMER_KEYS 10
 #define HAMMER_MAX_KEYS 4
 #define HAMMER_BURST 2
+/*
+ * The seconds after which F1 and F2 are full again: long enough that no
+ * delay of a loaded machine between their calls and N1's fills them early.
+ */
+#define REFILL_S 5
 
 /* One call of cost 1 on the limiter "evict"; source -1 on an error status. */
 static RlDecision
@@ -99,29 +104,30 @@ main(int argc, char **argv)
 	step("stop");
 
 	/*
-	 * In memory: A and B are spent for an hour, F1 and F2 (2 per second)
-	 * are full again half a second after their call.  No backoff ends
+	 * In memory: A and B are spent for an hour, F1 and F2 are full again
+	 * REFILL_S seconds after their call.  No backoff ends
 	 * within this part: the in-memory limiter decides every call.
 	 */
 	options.max_keys = 4;
 	options.backoff_ms = 600000;
 	is_int(rl_client_new(&options, &client), RL_OK, "a client with max_keys 4, its server down");
 	ok(allowed(client, "A", HOURLY) && allowed(client, "B", HOURLY) &&
-	   allowed(client, "F1", 2) && allowed(client, "F2", 2),
+	   allowed(client, "F1", 1.0 / REFILL_S) && allowed(client, "F2", 1.0 / REFILL_S),
 	   "A, B, F1 and F2 take their burst of 1, in that order");
 	d = take(client, "N1", HOURLY, 1);
 	ok(!d.allowed && d.source == RL_SOURCE_FALLBACK && d.remaining == 0,
 	   "N1, a fifth key, is refused in memory: every bucket is live");
-	ok(d.retry_after > 0 && d.retry_after <= 0.5 && d.reset_after == d.retry_after,
-	   "N1 may retry when F1 is full again, within 0.5 s (retry_after %.3f s)",
-	   d.retry_after);
+	ok(d.retry_after > 0 && d.retry_after <= REFILL_S && d.reset_after == d.retry_after,
+	   "N1 may retry when F1 is full again, within %d s (retry_after %.3f s)",
+	   REFILL_S, d.retry_after);
 	ok(denied(client, "A") && denied(client, "B"),
 	   "A and B, the least recently used, are still denied: nothing was forgotten");
 	rl_client_stats(client, &stats);
 	ok(stats.keys == 4 && stats.evictions == 0 && stats.no_room == 1,
 	   "memory holds 4 keys, none evicted, one refusal for want of room");
 
-	sleep_ms((int) ceil(d.retry_after * 1000) + 20);
+	/* F2's call came before N1's: both are full REFILL_S after N1's */
+	sleep_ms(REFILL_S * 1000 + 20);
 	ok(allowed(client, "N1", HOURLY) && allowed(client, "N2", HOURLY),
 	   "once F1 and F2 are full again, N1 and N2 take their places and their burst");
 	rl_client_stats(client, &stats);
@@ -130,7 +136,7 @@ main(int argc, char **argv)
 	d = take(client, "N3", HOURLY, 1);
 	ok(!d.allowed && d.source == RL_SOURCE_FALLBACK && d.remaining == 0,
 	   "N3 is refused in memory: A, B, N1 and N2 are live");
-	ok(d.retry_after > 3590 && d.retry_after <= 3600 && d.reset_after == d.retry_after,
+	ok(d.retry_after > 3600 - 4 * REFILL_S && d.retry_after <= 3600 && d.reset_after == d.retry_after,
 	   "N3 may retry when A is full again, an hour after its call (retry_after %.1f s)",
 	   d.retry_after);
 	ok(rl_client_take(client, "evict", "N3", HOURLY, 1, 2, &d) == RL_OK &&

@@ -21,8 +21,9 @@ my $memory = client_node('go_memory', @stats,
 my $victim = client_node('go_victim');
 my ($bouncer_port, $bouncer) = start_pgbouncer($table, 'transaction', 2);
 
-# the victim's processes run again whatever happens to the Go tests
-END { thaw_cluster($victim) if $victim; }
+# the victim's processes run again whatever happens to the Go tests, and
+# PgBouncer ends with them
+END { local $?; thaw_cluster($victim) if $victim; $bouncer->kill_kill if $bouncer; }
 
 sub connstr
 {

@@ -33,6 +33,7 @@ my %nodes = (
 	memory => client_node('node_memory', @preload, 'ratelimit.store = memory'),
 	outage => client_node('node_outage', @preload),);
 my ($bouncer_port, $bouncer) = start_pgbouncer($nodes{table}, 'transaction', 2);
+END { local $?; $bouncer->kill_kill if $bouncer; }
 
 my %clusters = map {
 	my $n = $nodes{$_};

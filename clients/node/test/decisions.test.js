@@ -24,7 +24,7 @@ function same(d, s, what) {
 
 for (const store of ['table', 'memory']) {
   test(`decisions (${store} store): the explicit form equals rl_take, peek and cost > burst included`, { skip: h.skip }, async () => {
-    const rl = new RateLimiter({ connection: h.connection(store) });
+    const rl = new RateLimiter({ connection: h.connection(store), deadlineMs: 10000 });
     const limiter = h.name('explicit');
     const rate = 1 / 3600;
     try {
@@ -46,7 +46,7 @@ for (const store of ['table', 'memory']) {
     const p1 = h.name('policy');
     const p2 = h.name('shadow');
     await h.sql(store, 'INSERT INTO rl_policies VALUES ($1, $2, 2, false), ($3, $2, 1, true)', [p1, 1 / 3600, p2]);
-    const rl = new RateLimiter({ connection: h.connection(store) });
+    const rl = new RateLimiter({ connection: h.connection(store), deadlineMs: 10000 });
     try {
       for (let i = 0; i < 3; i++) {
         same(await rl.take(p1, 'client'), (await h.sql(store, 'SELECT * FROM rl_take($1, $2)', [p1, 'twin']))[0], `policy call ${i + 1}`);
@@ -94,7 +94,7 @@ for (const store of ['table', 'memory']) {
 test('bad use: refused with the server\'s SQLSTATE, never a fallback, never a backoff', { skip: h.skip }, async () => {
   const policy = h.name('owned');
   await h.sql('table', 'INSERT INTO rl_policies VALUES ($1, 1, 5)', [policy]);
-  const rl = new RateLimiter({ connection: h.connection('table') });
+  const rl = new RateLimiter({ connection: h.connection('table'), deadlineMs: 10000 });
   const cases = [
     [[null, 'k', 1, 5, 1], '22004'], [['', 'k', 1, 5, 1], '22023'], [['l', null, 1, 5, 1], '22004'],
     [['l', '', 1, 5, 1], '22023'], [['l', 'k', 0, 5, 1], '22023'], [['l', 'k', NaN, 5, 1], '22023'],
@@ -119,7 +119,7 @@ test('bad use: refused with the server\'s SQLSTATE, never a fallback, never a ba
     // no privilege: rl_refund is revoked from PUBLIC
     const role = h.name('nopriv');
     await h.sql('table', `CREATE ROLE ${role} LOGIN`);
-    const unprivileged = new RateLimiter({ connection: { ...h.connection('table'), user: role } });
+    const unprivileged = new RateLimiter({ connection: { ...h.connection('table'), user: role }, deadlineMs: 10000 });
     await assert.rejects(unprivileged.refund(policy, 'k'), (err) => err.code === '42501' && err.limiter === policy);
     assert.equal(unprivileged.stats().fallback, 0);
     assert.equal((await unprivileged.take(policy, 'k')).source, 'database', 'no backoff after 42501');
@@ -141,18 +141,30 @@ for (const store of ['table', 'memory']) {
     const counts = async () => (await h.sql(store, `SELECT
         (SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE funcname = 'rl_take')::int AS calls,
         (SELECT coalesce(n_tup_ins + n_tup_upd, 0) FROM pg_stat_user_tables WHERE relname = 'rl_buckets')::int AS writes`, [], db))[0];
-    const settle = async () => {
-      await h.sleep(300);	// the stats of the closed sessions
+    // the other sessions of the database, by pid
+    const sessions = async () => (await h.sql(store, `SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`, [], db)).map((r) => r.pid);
+    // a session's counters reach the views when its backend has exited,
+    // after it left pg_stat_activity: wait for the processes themselves
+    const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+    const settle = async (pids) => {
+      const until = performance.now() + 20000;
+      while (pids.some(alive)) {
+        assert.ok(performance.now() < until, `the backends ${pids} exit within 20 s`);
+        await h.sleep(20);
+      }
       return counts();
     };
-    const before = await settle();
-    const rl = new RateLimiter({ connection: h.connection(store, db) });
+    const before = await settle(await sessions());
+    const rl = new RateLimiter({ connection: h.connection(store, db), deadlineMs: 10000 });
     const limiter = h.name('flood');
     let allowed = 0;
     for (let i = 0; i < 10000; i++) if ((await rl.take(limiter, 'k', { rate: 1 / 3600, burst: 10 })).allowed) allowed++;
     const s = rl.stats();
+    const pids = await sessions();
+    assert.ok(pids.length > 0, 'the client\'s sessions are open');
     await rl.end();
-    const after = await settle();
+    const after = await settle(pids);
     assert.equal(allowed, 10);
     assert.equal(s.database, 20);
     assert.equal(s.local, 9980);
@@ -160,7 +172,7 @@ for (const store of ['table', 'memory']) {
     assert.equal(after.calls - before.calls, 20, 'rl_take calls');
     if (store === 'table') assert.equal(after.writes - before.writes, 10, 'rows written');
 
-    const steady = new RateLimiter({ connection: h.connection(store) });
+    const steady = new RateLimiter({ connection: h.connection(store), deadlineMs: 10000 });
     const paced = h.name('paced');
     try {
       for (let i = 0; i < 12; i++) {
@@ -180,7 +192,7 @@ test('takeAll in both forms: one rl_take_all_detail call each, no rl_take (pg_st
   await h.sql('table', `CREATE DATABASE ${db}`);
   await h.sql('table', 'CREATE EXTENSION ratelimit', [], db);
   await h.sql('table', "INSERT INTO rl_policies VALUES ('detail', 1, 100)", [], db);
-  const rl = new RateLimiter({ connection: h.connection('table', db) });
+  const rl = new RateLimiter({ connection: h.connection('table', db), deadlineMs: 10000 });
   try {
     for (let i = 0; i < 3; i++) {
       await rl.takeAll([{ limiter: 'detail_x', key: 'a', rate: 1, burst: 100 }, { limiter: 'detail_x', key: 'b', rate: 1, burst: 100 }]);

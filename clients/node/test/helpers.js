@@ -1,8 +1,8 @@
 'use strict';
 // What the tests against real clusters share: the clusters test/clients/
 // node.pl started (RL_CLUSTERS), SQL on them as their superuser, stopping,
-// starting and freezing (SIGSTOP) a cluster's own processes, and a logger
-// that keeps the warnings.
+// starting and freezing (SIGSTOP) a cluster's own processes, a logger that
+// keeps the warnings, and a clock the tests move forward.
 const os = require('node:os');
 const { execFileSync } = require('node:child_process');
 const pg = require('pg');
@@ -68,6 +68,19 @@ function logger() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// The clocks the client reads (performance.now for its intervals, hrtime for
+// its buckets), running as before plus what advance(ms) adds, until the end
+// of test t: an interval passes when the test says so, never because the
+// machine is slow.
+function clock(t) {
+  let offsetMs = 0;
+  const now = performance.now.bind(performance);
+  const hrtime = process.hrtime.bigint;
+  t.mock.method(performance, 'now', () => now() + offsetMs);
+  t.mock.method(process.hrtime, 'bigint', () => hrtime() + BigInt(Math.round(offsetMs * 1e6)));
+  return { advance: (ms) => { offsetMs += ms; } };
+}
+
 // The time a promise takes, in ms, and its value.
 async function timed(promise) {
   const t0 = performance.now();
@@ -78,4 +91,4 @@ async function timed(promise) {
 let unique = 0;
 const name = (prefix) => `${prefix}_${process.pid}_${++unique}`;
 
-module.exports = { clusters, skip, connection, sql, stop, start, freeze, thaw, logger, sleep, timed, name };
+module.exports = { clusters, skip, connection, sql, stop, start, freeze, thaw, logger, sleep, clock, timed, name };
