@@ -135,10 +135,14 @@ sub run_client
 	return $err;
 }
 
+# the PgBouncers started below end with the test file, however it ends
+my @bouncers;
+END { local $?; eval { $_->kill_kill } for @bouncers; }
+
 # start_pgbouncer(NODE, POOL_MODE, DEFAULT_POOL_SIZE, [users => [...]],
 # [settings => [...]]): PgBouncer on a free loopback port in front of NODE's
 # Unix socket, for this OS user's role and the users named, with more lines
-# for its [pgbouncer] section.  Returns (port, handle, log).
+# for its [pgbouncer] section.  Returns its port.
 sub start_pgbouncer
 {
 	my ($node, $mode, $pool, %opt) = @_;
@@ -170,6 +174,7 @@ $settings
 INI
 	my $h = IPC::Run::start([ $bouncer, "$dir/pgbouncer.ini" ],
 		'>', "$dir/stdout.log", '2>&1');
+	push @bouncers, $h;
 	for (1 .. 100)
 	{
 		last if IPC::Run::run(
@@ -177,7 +182,7 @@ INI
 			  '-c', 'SELECT 1' ], '>', \my $o, '2>', \my $e);
 		select(undef, undef, undef, 0.1);
 	}
-	return ($port, $h, "$dir/pgbouncer.log");
+	return $port;
 }
 
 # cluster_processes(NODE): the postmaster of NODE and its children (every

@@ -32,8 +32,7 @@ my %nodes = (
 	table => client_node('node_table', @preload),
 	memory => client_node('node_memory', @preload, 'ratelimit.store = memory'),
 	outage => client_node('node_outage', @preload),);
-my ($bouncer_port, $bouncer) = start_pgbouncer($nodes{table}, 'transaction', 2);
-END { local $?; $bouncer->kill_kill if $bouncer; }
+my $bouncer_port = start_pgbouncer($nodes{table}, 'transaction', 2);
 
 my %clusters = map {
 	my $n = $nodes{$_};

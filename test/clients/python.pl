@@ -35,7 +35,7 @@ sub dsn
 
 my %nodes = (table => cluster('py_table', 'table'), memory => cluster('py_memory', 'memory'),
 	outage => cluster('py_outage', 'table'));
-my ($bouncer_port, $bouncer) = start_pgbouncer($nodes{table}, 'transaction', 2, users => ['web']);
+my $bouncer_port = start_pgbouncer($nodes{table}, 'transaction', 2, users => ['web']);
 
 # the outage cluster may be stopped by SIGSTOP when pytest dies: SIGCONT it
 # in every exit path, before the clusters are torn down
@@ -66,7 +66,6 @@ for my $line (split /\n/, -e $tap ? slurp_file($tap) : '')
 ok($ran > 0, "pytest ran $ran tests") or diag("pytest printed:\n$out$err");
 diag("pytest printed:\n$out$err") if $out =~ /failed|error/i;
 
-$bouncer->kill_kill;
 resume_outage();
 $_->stop('fast', fail_ok => 1) for values %nodes;
 done_testing();
