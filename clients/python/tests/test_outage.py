@@ -190,17 +190,17 @@ def test_restart_with_stale_pool(server, make_limiter, monkeypatch, defence):
         monkeypatch.setattr(client, "stale", lambda pgconn: False)
     lim = make_limiter("outage", pool_size=4, backoff=30, deadline=PATIENT)
     key = fresh()
-    barrier = threading.Barrier(4)
-
-    def warm():
-        barrier.wait()
-        lim.take("outage_restart", fresh(), 1, 1)
-    threads = [threading.Thread(target=warm) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # four connections open at once, then idle (calls on threads could
+    # each reuse the one another has just given back)
+    deadline = time.monotonic() + PATIENT
+    opened = []
+    for _ in range(4):
+        assert lim._pool.acquire(deadline) is None
+        opened.append(lim._pool.connect(deadline))
+    for conn in opened:
+        lim._pool.release(conn, keep=True)
     assert len(lim._pool.idle) == 4
+    assert lim.take("outage_restart", fresh(), 1, 1).source == Source.DATABASE
     drops = []
     real_drop = lim._pool.drop_idle
     lim._pool.drop_idle = lambda: (drops.append(1), real_drop())
