@@ -82,7 +82,8 @@ rl_as_pg() {
 }
 
 # rl_cluster_start DATADIR [CONF LINE...]: initdb and start a private cluster
-# that listens only on a Unix socket inside DATADIR.  Exports PGHOST/PGPORT.
+# that listens only on a Unix socket inside DATADIR.  Exports PGHOST/PGPORT;
+# fails, showing the server's log, when it does not start.
 rl_cluster_start() {
 	local data=$1
 	shift
@@ -94,7 +95,12 @@ rl_cluster_start() {
 		echo "fsync = off"
 		printf '%s\n' "$@"
 	} >>"$data/postgresql.conf"
-	rl_as_pg pg_ctl -D "$data" -l "$data/server.log" -w start >/dev/null
+	# a loaded machine may take more than pg_ctl's default minute to start one
+	if ! rl_as_pg pg_ctl -D "$data" -l "$data/server.log" -w -t 600 start >/dev/null; then
+		echo "the cluster in $data did not start; its log ends:" >&2
+		tail -n 20 "$data/server.log" >&2
+		return 1
+	fi
 	export PGHOST=$data PGPORT=5432 PGUSER=postgres
 }
 
