@@ -72,6 +72,9 @@ static MemoryContext policy_context = NULL;
 static HTAB *policies = NULL;
 static bool cache_valid = false;
 
+/* invalidations that emptied the cache: a read they overtook is read again */
+static uint64 policy_invalidations = 0;
+
 /*
  * The entry found last: a backend usually asks for one limiter over and
  * over, which then costs a length and a memcmp, not a copy of the name and
@@ -87,6 +90,7 @@ forget_policies(Datum arg, Oid relid)
 	{
 		cache_valid = false;
 		policies_found = false;
+		policy_invalidations++;
 	}
 }
 
@@ -96,6 +100,7 @@ forget_policies_on_proc_change(Datum arg, int cacheid, uint32 hashvalue)
 	/* DROP, CREATE and ALTER EXTENSION make another table */
 	cache_valid = false;
 	policies_found = false;
+	policy_invalidations++;
 }
 
 static uint32
@@ -169,15 +174,16 @@ find_policies(Oid fn_oid)
 
 /*
  * Read the policy of limiter from the table.  The newest committed version,
- * whatever the caller's snapshot: an invalidation already processed must not
- * be followed by an older version in the cache.
+ * whatever the caller's snapshot, taken once both locks are held: their
+ * first acquisitions process invalidations, and one already processed must
+ * not be followed by an older version in the cache.
  */
 static bool
 read_policy(Oid relid, const char *limiter, Policy *policy)
 {
 	Relation	rel = table_open(relid, AccessShareLock);
 	Relation	index;
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot;
 	ScanKeyData skey;
 	SysScanDesc scan;
 	HeapTuple	tuple;
@@ -189,6 +195,7 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("table \"rl_policies\" is not the one ratelimit created")));
 	index = index_open(rl_primary_key_index(rel), AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber, InvalidOid,
 						   index->rd_indcollation[0], F_TEXTEQ,
 						   CStringGetTextDatum(limiter));
@@ -224,6 +231,7 @@ cached_policy(Oid fn_oid, text *limiter)
 	Policy		policy = {0};
 	bool		exists;
 	bool		found;
+	uint64		invalidations_seen;
 
 	if (!cache_valid)
 		reset_cache();
@@ -239,13 +247,21 @@ cached_policy(Oid fn_oid, text *limiter)
 		return entry;
 	}
 
-	if (!policies_found)
+	/*
+	 * An invalidation processed while the table is found or read may be of a
+	 * change the read did not see: read again until none arrives meanwhile.
+	 */
+	do
 	{
-		policies_relid = find_policies(fn_oid);
-		policies_found = true;
-	}
-	exists = OidIsValid(policies_relid) &&
-		read_policy(policies_relid, name, &policy);
+		invalidations_seen = policy_invalidations;
+		if (!policies_found)
+		{
+			policies_relid = find_policies(fn_oid);
+			policies_found = true;
+		}
+		exists = OidIsValid(policies_relid) &&
+			read_policy(policies_relid, name, &policy);
+	} while (policy_invalidations != invalidations_seen);
 
 	/* reading the table may have processed an invalidation */
 	if (!cache_valid || hash_get_num_entries(policies) >= MAX_CACHED_LIMITERS)
