@@ -10,7 +10,9 @@
  * trigger on rl_policies queues a relcache invalidation of the table, which
  * PostgreSQL delivers to every backend when the change commits (and to
  * nobody when it rolls back); the relcache callback here then empties the
- * cache, and the next call reads the table again.
+ * cache, and the next call reads the table again.  Every call accepts the
+ * invalidations queued for it first, so that a change committed since the
+ * last call applies inside an open transaction too.
  */
 #include "postgres.h"
 
@@ -233,6 +235,12 @@ cached_policy(Oid fn_oid, text *limiter)
 	bool		found;
 	uint64		invalidations_seen;
 
+	/*
+	 * A change committed since the last call, in this transaction too: a hit
+	 * takes no lock whose acquisition would accept it.  Cheap when nothing is
+	 * queued.
+	 */
+	AcceptInvalidationMessages();
 	if (!cache_valid)
 		reset_cache();
 	if (last_entry != NULL && last_entry->length == length &&

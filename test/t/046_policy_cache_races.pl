@@ -1,5 +1,5 @@
-# A policy committed while a session reads rl_policies applies at that
-# session's next call, in both stores.
+# A policy committed while a session reads rl_policies, or while it is in an
+# open transaction, applies at that session's next call, in both stores.
 #
 # The read: a session reading a limiter's policy for the first time opens
 # rl_policies, then waits for its primary key's index, which another session
@@ -8,6 +8,9 @@
 # invalidation.  It must not cache "no policy" from a snapshot taken before
 # the commit: that would be kept until some unrelated invalidation, with the
 # explicit form accepted and the policy form unknown in every later call.
+#
+# The open transaction: a cache hit takes no lock, so nothing processed the
+# invalidation of a commit made after the transaction's first call.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -65,6 +68,27 @@ ratelimit.store = memory
 	is("$out|$err", '4|', "$store: the next call's policy form decides by the policy");
 	$_->quit for ($holder, $reader);
 
+	# a transaction open before the policy existed
+	my $app = $node->background_psql('postgres', on_error_stop => 0);
+	$app->query_safe('\set VERBOSITY verbose');
+	$app->query_safe(q{BEGIN; SELECT rl_take('x', 'k', 1, 5)});
+	$node->safe_psql('postgres', q{INSERT INTO rl_policies VALUES ('x', 1, 5)});
+	($out, $err) = run_in($app, q{SELECT rl_take('x', 'k', 1, 5)});
+	like($err, qr/ERROR:  42501: limiter "x" has a policy/,
+		"$store: a policy committed during a transaction closes its explicit form");
+	$app->query_safe('ROLLBACK');
+
+	# a policy changed during a transaction: its next call's new key shows
+	# the burst in remaining and 1 / rate in reset_after
+	$node->safe_psql('postgres', q{INSERT INTO rl_policies VALUES ('y', 1, 5)});
+	$app->query_safe('BEGIN');
+	is($app->query_safe(q{SELECT remaining, reset_after FROM rl_take('y', 'k1', 1)}), '4|1',
+		"$store: in a transaction, by the policy");
+	$node->safe_psql('postgres', q{UPDATE rl_policies SET rate = 0.5, burst = 2 WHERE limiter = 'y'});
+	is($app->query_safe(q{SELECT remaining, reset_after FROM rl_take('y', 'k2', 1)}), '1|2',
+		"$store: a policy changed during a transaction applies at its next call");
+	$app->query_safe('COMMIT');
+	$app->quit;
 	$node->stop;
 }
 
