@@ -19,6 +19,10 @@
  * the extension; when there is none, a row of rl_buckets.  No LWLock is held
  * while the table is read or written or while anything is waited for: such a
  * wait could not be cancelled, and the deadlock detector could not see it.
+ * A call waits for a row's inserter or lock without that key's lock (the
+ * transaction waited for may decide the key next); an rl_take_all holds then
+ * only the places of its keys before that one in key order, as the table
+ * store holds their rows, so it deadlocks no more than the table store.
  * Table decisions made for this store never insert without the key lock:
  * when the row is gone (cleanup deletes passed ones), the key comes back here.
  *
@@ -234,7 +238,8 @@ unlock_key(const bytea *key)
 
 /*
  * Whether key lives in rl_buckets, once a transaction still inserting its
- * row has ended.  Index and heap access, and a wait: never under an LWLock.
+ * row has ended.  Index and heap access, and a wait: never under an LWLock,
+ * nor under the key's lock.
  */
 static bool
 in_table(bytea *key)
@@ -285,8 +290,9 @@ decide_in_memory(MemorySet *set, const uint8 *key, const GcraLimit *limit,
  * reusable slot of its set, or, when the set is full of live buckets, a row
  * of rl_buckets.  The lock is released once the row is inserted: the next
  * miss for the key finds the row, committed or still being inserted (then it
- * waits for that transaction), so a transaction that spills many keys holds
- * one key lock at a time, never a lock per key until it commits.
+ * waits for that transaction, holding no key lock), so a transaction that
+ * spills many keys holds one key lock at a time, never a lock per key until
+ * it commits.
  */
 GcraDecision
 memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
@@ -296,6 +302,7 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 	MemorySet  *set = set_of(digest, MyDatabaseId);
 	GcraBucket	absent = {0};
 	GcraDecision d;
+	TransactionId inserting;
 
 	if (decide_in_memory(set, digest, limit, at, cost, false, &d))
 		return d;
@@ -316,7 +323,8 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 			return d;
 
 		lock_key(key);
-		if (!in_table(key))
+		/* a row inserted meanwhile: start again, to wait without the lock */
+		if (!bucket_store_probe(key, &inserting))
 		{
 			if (decide_in_memory(set, digest, limit, at, cost, true, &d))
 			{
@@ -403,6 +411,39 @@ store_in_slots(const StoreRequest *requests, int n, MemorySlot *const *slots,
 }
 
 /*
+ * Keep key in its place until the call ends, for a call that stores: the row
+ * of a key that lives in rl_buckets is locked and returned, *bucket its
+ * newest version; otherwise the key lock is taken (no row can appear while
+ * it is held) and the answer is NULL.  With row_seen, the key was read in
+ * rl_buckets.  A row inserted meanwhile is waited for, like its lock,
+ * without the key lock.
+ */
+static BucketAccess *
+hold_place(const char *function, bytea *key, int32 cost, bool row_seen,
+		   GcraBucket *bucket)
+{
+	BucketAccess *row;
+	TransactionId inserting;
+
+	for (;;)
+	{
+		if (row_seen && in_table(key))
+		{
+			store_check_writable(function, cost);
+			/* NULL: cleanup deleted the passed row meanwhile */
+			if ((row = bucket_store_lock_row(key, bucket)) != NULL)
+				return row;
+		}
+		lock_key(key);
+		if (!bucket_store_probe(key, &inserting))
+			return NULL;
+		unlock_key(key);
+		row_seen = true;
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
  * rl_take_all in memory; called as the store owner.
  *
  * The sets of the call's keys are locked in one order, so that the call sees
@@ -412,14 +453,18 @@ store_in_slots(const StoreRequest *requests, int n, MemorySlot *const *slots,
  * denial or peeks) ends there, having written and locked nothing.
  *
  * A call that stores never moves a bucket: each key is decided where it
- * lives.  It takes the key lock of each key it stores, in key order, so that
- * no key changes place meanwhile; probes each (no row can appear while the
- * lock is held), and locks the rows it finds, in the same order.  Then, under
- * the set locks, it decides every request at one clock, on the locked rows
- * and the memory buckets, and stores in memory; a new key that finds no
- * reusable slot gets a passed row (the same as no bucket), and the step is
- * made again.  The locked rows are written last: nobody else can change them
- * before this transaction ends, and they follow the table store's rules.
+ * lives.  It holds each key it stores in its place (hold_place), in key
+ * order, the order in which the table store locks rows: the row of a key in
+ * rl_buckets, or else the key lock, so that no key changes place meanwhile.
+ * It waits for a row holding only the places of the keys before it, as the
+ * table store's calls do: with the lock of a key after it, the call would
+ * deadlock with a transaction inserting the row and deciding that key next.
+ * Then, under the set locks, it decides every request at one clock, on the
+ * locked rows and the memory buckets, and stores in memory; a new key that
+ * finds no reusable slot gets a passed row (the same as no bucket), and the
+ * step is made again.  The locked rows are written last: nobody else can
+ * change them before this transaction ends, and they follow the table
+ * store's rules.
  */
 void
 memory_store_take_all(const char *function, const StoreRequest *requests,
@@ -432,6 +477,8 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 	bool		spilled[GCRA_MAX_REQUESTS] = {0};
 	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
 	int			order[GCRA_MAX_REQUESTS];
+	bool		row_seen[GCRA_MAX_REQUESTS] = {0};
+	bool		key_locked[GCRA_MAX_REQUESTS] = {0};
 	int32		table_cost = 0;
 	bool		all_in_memory = true;
 	bool		must_store = false;
@@ -466,6 +513,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 		if (slots[i] == NULL)
 		{
 			bucket_store_read(requests[i].key, &gcra[i].bucket);
+			row_seen[i] = gcra[i].bucket.present;
 			if (gcra[i].bucket.present)
 				table_cost = Max(table_cost, gcra[i].cost);
 		}
@@ -479,17 +527,14 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 
 	bucket_store_key_order(requests, n, order);
 	for (i = 0; i < n; i++)
-		if (requests[order[i]].cost > 0)
-			lock_key(requests[order[i]].key);
-	for (i = 0; i < n; i++)
 	{
 		int			r = order[i];
 
-		if (requests[r].cost > 0 && in_table(requests[r].key))
+		if (requests[r].cost > 0)
 		{
-			store_check_writable(function, requests[r].cost);
-			/* NULL: cleanup deleted the passed row meanwhile */
-			rows[r] = bucket_store_lock_row(requests[r].key, &gcra[r].bucket);
+			rows[r] = hold_place(function, requests[r].key, requests[r].cost,
+								 row_seen[r], &gcra[r].bucket);
+			key_locked[r] = rows[r] == NULL;
 		}
 	}
 
@@ -566,7 +611,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 				bucket_store_write_row(rows[i], &decisions[i], &requests[i].limit);
 			bucket_store_close_row(rows[i]);
 		}
-		if (requests[i].cost > 0)
+		if (key_locked[i])
 			unlock_key(requests[i].key);
 	}
 }
