@@ -37,33 +37,24 @@ PG_FUNCTION_INFO_V1(rl_proxy_take_part);
 PG_FUNCTION_INFO_V1(rl_proxy_taken);
 PG_FUNCTION_INFO_V1(rl_proxy_forget_taken);
 
-/* One part that was allowed: the text of its arguments for the refund. */
+/* One part that was allowed: its arguments, for the refund. */
 typedef struct TakenPart
 {
-	char	   *idx;			/* integer[]: positions in the caller's arrays */
-	char	   *limiters;		/* text[] */
-	char	   *keys;			/* text[] */
-	char	   *costs;			/* integer[], or NULL: 1 each */
+	ArrayType  *idx;			/* positions in the caller's arrays */
+	ArrayType  *limiters;
+	ArrayType  *keys;
+	ArrayType  *costs;			/* NULL: 1 each */
 } TakenPart;
 
-static List *taken = NIL;		/* of TakenPart, in TopMemoryContext */
+/* of TakenPart, in taken_context, which forgetting them resets */
+static List *taken = NIL;
+static MemoryContext taken_context = NULL;
 
 static void
 forget_taken(void)
 {
-	ListCell   *lc;
-
-	foreach(lc, taken)
-	{
-		TakenPart  *t = lfirst(lc);
-
-		pfree(t->idx);
-		pfree(t->limiters);
-		pfree(t->keys);
-		if (t->costs)
-			pfree(t->costs);
-	}
-	list_free_deep(taken);
+	if (taken_context != NULL)
+		MemoryContextReset(taken_context);
 	taken = NIL;
 }
 
@@ -76,12 +67,10 @@ forget_at_transaction_end(XactEvent event, void *arg)
 		forget_taken();
 }
 
-/* An array's text, kept in TopMemoryContext. */
 static char *
-array_text(Datum array)
+array_text(ArrayType *array)
 {
-	return MemoryContextStrdup(TopMemoryContext,
-							   OidOutputFunctionCall(F_ARRAY_OUT, array));
+	return OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(array));
 }
 
 /* The schema of SQL function fn_oid, quoted for a query. */
@@ -166,6 +155,9 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 					 errmsg("rl_proxy_take_part needs function, first, idx, limiters and keys")));
 	if (!callback_registered)
 	{
+		taken_context = AllocSetContextCreate(TopMemoryContext,
+											  "ratelimit_proxy taken parts",
+											  ALLOCSET_SMALL_SIZES);
 		RegisterXactCallback(forget_at_transaction_end, NULL);
 		callback_registered = true;
 	}
@@ -216,13 +208,13 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	allowed = DatumGetBool(GetAttributeByName(result, "allowed", &isnull)) && !isnull;
 	if (allowed)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContext old = MemoryContextSwitchTo(taken_context);
 		TakenPart  *t = palloc(sizeof(TakenPart));
 
-		t->idx = array_text(PG_GETARG_DATUM(2));
-		t->limiters = array_text(PG_GETARG_DATUM(3));
-		t->keys = array_text(PG_GETARG_DATUM(4));
-		t->costs = PG_ARGISNULL(7) ? NULL : array_text(PG_GETARG_DATUM(7));
+		t->idx = PG_GETARG_ARRAYTYPE_P_COPY(2);
+		t->limiters = PG_GETARG_ARRAYTYPE_P_COPY(3);
+		t->keys = PG_GETARG_ARRAYTYPE_P_COPY(4);
+		t->costs = PG_ARGISNULL(7) ? NULL : PG_GETARG_ARRAYTYPE_P_COPY(7);
 		taken = lappend(taken, t);
 		MemoryContextSwitchTo(old);
 	}
@@ -248,10 +240,10 @@ rl_proxy_taken(PG_FUNCTION_ARGS)
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, t->costs == NULL};
 
-		values[0] = CStringGetTextDatum(t->idx);
-		values[1] = CStringGetTextDatum(t->limiters);
-		values[2] = CStringGetTextDatum(t->keys);
-		values[3] = t->costs ? CStringGetTextDatum(t->costs) : (Datum) 0;
+		values[0] = CStringGetTextDatum(array_text(t->idx));
+		values[1] = CStringGetTextDatum(array_text(t->limiters));
+		values[2] = CStringGetTextDatum(array_text(t->keys));
+		values[3] = t->costs ? CStringGetTextDatum(array_text(t->costs)) : (Datum) 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	forget_taken();
