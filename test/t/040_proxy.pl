@@ -245,7 +245,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 29
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 35
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -297,6 +297,25 @@ SKIP:
 		'the owner\'s refund, called directly, gives back only a take of the same caller,'
 		  . ' in the same transaction');
 	is(proxy($remaining), $before, '... once: the cell it took, not one more');
+
+	# a shadow pair answers allowed also when its would-be denial spent
+	# nothing: the refund gives a shadow limiter nothing back, while the
+	# enforced pair of the same shard gets its cell back
+	$_->safe_psql('postgres', q{INSERT INTO rl_policies VALUES ('shadowed', 0.001, 1, true)})
+	  for @shards;
+	my ($s0) = keys_on(1, 'shadowed', 0);
+	my $shadow_left = "SELECT (rl_take('shadowed', '$s0', 0)).remaining";
+	is(proxy("SELECT allowed, remaining FROM rl_take('shadowed', '$s0')"), 't|0',
+		'a shadow key spends its one cell');
+	is(proxy("SET ROLE taker; SELECT allowed, limiter FROM rl_take_all('{shadowed,ip,login}', '{$s0,$i0,$l1}')"),
+		'f|login', 'the shadow key denied in shadow with an ip key on shard 0, login denying on shard 1: denied');
+	is(proxy($remaining), $before, 'the ip cell taken on shard 0 was given back');
+	is(proxy($shadow_left), '0', 'the shadow key was given no cell: it had spent none');
+	like(psql_error($proxy, "BEGIN; SET LOCAL ROLE taker;"
+		. " SELECT rl_proxy_take_part('rl_take_all', true, '{1}', '{shadowed}', '{$s0}', NULL, NULL, NULL);"
+		. " SELECT rl_proxy_refund_taken(); COMMIT"), qr/^$/,
+		'a shadow key denied in shadow, taken and refunded directly');
+	is(proxy($shadow_left), '0', '... is given no cell either');
 
 	# the cross-shard path runs with the caller's rights
 	like(psql_error($proxy, "SET ROLE stranger; SELECT rl_take_all('{ip,ip}', '{$i0,$i1}')"),
