@@ -473,7 +473,10 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 			break;
 		deleted += batch;
 	}
+	/* in a transaction: a full table of runs reads which databases are gone */
+	StartTransactionCommand();
 	stats_record_cleanup(start, deleted);
+	CommitTransactionCommand();
 
 	ereport(deleted > 0 ? LOG : DEBUG1,
 			(errmsg_plural("ratelimit cleanup deleted %lld expired bucket in database \"%s\" in %.3f s",

@@ -11,6 +11,12 @@
  * just spent itself.  The memory is forgotten when it is refunded, when the
  * call ends, and at the end of every transaction.
  *
+ * A shadow limiter's pair answers allowed whether it spent or not (its
+ * would-be denial spends nothing), so the refund gives nothing back to the
+ * limiters that are shadow on the part's shard: a cell of a shadow pair that
+ * did spend stays spent, rather than anyone being able to give a shadow
+ * key cells it never spent.
+ *
  * A part's error is the caller's: an element number in it ("element N of
  * the arrays of rl_take_all", which the clients read) is renumbered from
  * the part's arrays to the caller's, and names the caller's function.
@@ -37,33 +43,25 @@ PG_FUNCTION_INFO_V1(rl_proxy_take_part);
 PG_FUNCTION_INFO_V1(rl_proxy_taken);
 PG_FUNCTION_INFO_V1(rl_proxy_forget_taken);
 
-/* One part that was allowed: the text of its arguments for the refund. */
+/* One part that was allowed: its arguments, for the refund. */
 typedef struct TakenPart
 {
-	char	   *idx;			/* integer[]: positions in the caller's arrays */
-	char	   *limiters;		/* text[] */
-	char	   *keys;			/* text[] */
-	char	   *costs;			/* integer[], or NULL: 1 each */
+	ArrayType  *idx;			/* positions in the caller's arrays */
+	ArrayType  *limiters;
+	ArrayType  *keys;
+	ArrayType  *costs;			/* NULL: 1 each */
+	bool		by_policy;
 } TakenPart;
 
-static List *taken = NIL;		/* of TakenPart, in TopMemoryContext */
+/* of TakenPart, in taken_context, which forgetting them resets */
+static List *taken = NIL;
+static MemoryContext taken_context = NULL;
 
 static void
 forget_taken(void)
 {
-	ListCell   *lc;
-
-	foreach(lc, taken)
-	{
-		TakenPart  *t = lfirst(lc);
-
-		pfree(t->idx);
-		pfree(t->limiters);
-		pfree(t->keys);
-		if (t->costs)
-			pfree(t->costs);
-	}
-	list_free_deep(taken);
+	if (taken_context != NULL)
+		MemoryContextReset(taken_context);
 	taken = NIL;
 }
 
@@ -76,12 +74,10 @@ forget_at_transaction_end(XactEvent event, void *arg)
 		forget_taken();
 }
 
-/* An array's text, kept in TopMemoryContext. */
 static char *
-array_text(Datum array)
+array_text(ArrayType *array)
 {
-	return MemoryContextStrdup(TopMemoryContext,
-							   OidOutputFunctionCall(F_ARRAY_OUT, array));
+	return OidOutputFunctionCall(F_ARRAY_OUT, PointerGetDatum(array));
 }
 
 /* The schema of SQL function fn_oid, quoted for a query. */
@@ -166,6 +162,9 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 					 errmsg("rl_proxy_take_part needs function, first, idx, limiters and keys")));
 	if (!callback_registered)
 	{
+		taken_context = AllocSetContextCreate(TopMemoryContext,
+											  "ratelimit_proxy taken parts",
+											  ALLOCSET_SMALL_SIZES);
 		RegisterXactCallback(forget_at_transaction_end, NULL);
 		callback_registered = true;
 	}
@@ -216,13 +215,14 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 	allowed = DatumGetBool(GetAttributeByName(result, "allowed", &isnull)) && !isnull;
 	if (allowed)
 	{
-		MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+		MemoryContext old = MemoryContextSwitchTo(taken_context);
 		TakenPart  *t = palloc(sizeof(TakenPart));
 
-		t->idx = array_text(PG_GETARG_DATUM(2));
-		t->limiters = array_text(PG_GETARG_DATUM(3));
-		t->keys = array_text(PG_GETARG_DATUM(4));
-		t->costs = PG_ARGISNULL(7) ? NULL : array_text(PG_GETARG_DATUM(7));
+		t->idx = PG_GETARG_ARRAYTYPE_P_COPY(2);
+		t->limiters = PG_GETARG_ARRAYTYPE_P_COPY(3);
+		t->keys = PG_GETARG_ARRAYTYPE_P_COPY(4);
+		t->costs = PG_ARGISNULL(7) ? NULL : PG_GETARG_ARRAYTYPE_P_COPY(7);
+		t->by_policy = by_policy;
 		taken = lappend(taken, t);
 		MemoryContextSwitchTo(old);
 	}
@@ -232,28 +232,63 @@ rl_proxy_take_part(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The positions of part t to give back, as text: those of its limiters that
+ * are not shadow on its shard (a part by explicit limits has none); NULL
+ * when none is left.  In SPI.
+ */
+static char *
+positions_to_refund(TakenPart *t, const char *schema)
+{
+	Oid			types[3] = {INT4ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		values[3];
+	bool		isnull;
+	Datum		positions;
+
+	if (!t->by_policy)
+		return array_text(t->idx);
+	values[0] = PointerGetDatum(t->idx);
+	values[1] = PointerGetDatum(t->limiters);
+	values[2] = PointerGetDatum(t->keys);
+	if (SPI_execute_with_args(psprintf("SELECT array_agg(i ORDER BY o) FROM unnest($1) WITH ORDINALITY AS u(i, o)"
+									   " WHERE $2[i] <> ALL (ARRAY(SELECT limiter FROM %1$s.rl_proxy_policies_on("
+									   "%1$s.rl_shard_hash($2[$1[1]], $3[$1[1]])) WHERE shadow))", schema),
+							  3, types, values, NULL, false, 1) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "the positions to refund were not found");
+	positions = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	return isnull ? NULL : array_text(DatumGetArrayTypeP(positions));
+}
+
+/*
  * rl_proxy_taken(): the parts remembered as taken since the call began, each
- * once: what rl_proxy_refund_taken gives back.
+ * once, with only the positions that spent: what rl_proxy_refund_taken gives
+ * back.
  */
 Datum
 rl_proxy_taken(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *schema = function_schema(fcinfo->flinfo->fn_oid);
 	ListCell   *lc;
 
 	InitMaterializedSRF(fcinfo, 0);
+	SPI_connect();
 	foreach(lc, taken)
 	{
 		TakenPart  *t = lfirst(lc);
+		char	   *idx = positions_to_refund(t, schema);
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, t->costs == NULL};
 
-		values[0] = CStringGetTextDatum(t->idx);
-		values[1] = CStringGetTextDatum(t->limiters);
-		values[2] = CStringGetTextDatum(t->keys);
-		values[3] = t->costs ? CStringGetTextDatum(t->costs) : (Datum) 0;
+		if (idx == NULL)
+			continue;
+		values[0] = CStringGetTextDatum(idx);
+		values[1] = CStringGetTextDatum(array_text(t->limiters));
+		values[2] = CStringGetTextDatum(array_text(t->keys));
+		values[3] = t->costs ? CStringGetTextDatum(array_text(t->costs)) : (Datum) 0;
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	SPI_finish();
 	forget_taken();
 	return (Datum) 0;
 }

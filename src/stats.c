@@ -38,6 +38,7 @@
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "funcapi.h"
+#include "lib/qunique.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/ipc.h"
@@ -353,20 +354,20 @@ forget_dropped_databases(void)
 	uint32		i;
 	int			k;
 
-	if (!IsTransactionState())
-		return false;
+	Assert(IsTransactionState());
 	dboids = palloc((stats->mask + 1 + STATS_DATABASES) * sizeof(Oid));
 	LWLockAcquire(&stats->lock, LW_SHARED);
 	for (i = 0; i <= stats->mask; i++)
-		if (stats->entries[i].state == ENTRY_USED &&
-			stats->entries[i].name_len == 0)
+		if (stats->entries[i].state == ENTRY_USED)
 			dboids[n++] = stats->entries[i].dboid;
 	for (k = 0; k < STATS_DATABASES; k++)
 		if (stats->runs[k].dboid != InvalidOid)
 			dboids[n++] = stats->runs[k].dboid;
 	LWLockRelease(&stats->lock);
 
-	/* a database with entries has its NULL limiter, or had a cleanup run */
+	/* each database once, however many names it counts */
+	qsort(dboids, n, sizeof(Oid), oid_cmp);
+	n = qunique(dboids, n, sizeof(Oid), oid_cmp);
 	for (k = 0; k < n; k++)
 		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboids[k])))
 			dboids[ndropped++] = dboids[k];
@@ -682,8 +683,8 @@ run_slot(void)
 }
 
 /*
- * The cleanup worker records its run in this database; when every slot is
- * taken, runs of dropped databases make room.
+ * The cleanup worker records its run in this database, in a transaction;
+ * when every slot is taken, runs of dropped databases make room.
  */
 void
 stats_record_cleanup(TimestampTz started, int64 deleted)

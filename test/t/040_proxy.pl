@@ -245,7 +245,7 @@ $session->quit;
 # The 1.1 shard functions, through the proxy.
 SKIP:
 {
-	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 27
+	skip 'the shards lack the 1.1 functions rl_refund, rl_take_all and policies', 35
 	  unless $shards[0]->safe_psql('postgres',
 		q{SELECT to_regprocedure('rl_refund(text, text, integer)') IS NOT NULL}) eq 't';
 
@@ -298,6 +298,25 @@ SKIP:
 		  . ' in the same transaction');
 	is(proxy($remaining), $before, '... once: the cell it took, not one more');
 
+	# a shadow pair answers allowed also when its would-be denial spent
+	# nothing: the refund gives a shadow limiter nothing back, while the
+	# enforced pair of the same shard gets its cell back
+	$_->safe_psql('postgres', q{INSERT INTO rl_policies VALUES ('shadowed', 0.001, 1, true)})
+	  for @shards;
+	my ($s0) = keys_on(1, 'shadowed', 0);
+	my $shadow_left = "SELECT (rl_take('shadowed', '$s0', 0)).remaining";
+	is(proxy("SELECT allowed, remaining FROM rl_take('shadowed', '$s0')"), 't|0',
+		'a shadow key spends its one cell');
+	is(proxy("SET ROLE taker; SELECT allowed, limiter FROM rl_take_all('{shadowed,ip,login}', '{$s0,$i0,$l1}')"),
+		'f|login', 'the shadow key denied in shadow with an ip key on shard 0, login denying on shard 1: denied');
+	is(proxy($remaining), $before, 'the ip cell taken on shard 0 was given back');
+	is(proxy($shadow_left), '0', 'the shadow key was given no cell: it had spent none');
+	like(psql_error($proxy, "BEGIN; SET LOCAL ROLE taker;"
+		. " SELECT rl_proxy_take_part('rl_take_all', true, '{1}', '{shadowed}', '{$s0}', NULL, NULL, NULL);"
+		. " SELECT rl_proxy_refund_taken(); COMMIT"), qr/^$/,
+		'a shadow key denied in shadow, taken and refunded directly');
+	is(proxy($shadow_left), '0', '... is given no cell either');
+
 	# the cross-shard path runs with the caller's rights
 	like(psql_error($proxy, "SET ROLE stranger; SELECT rl_take_all('{ip,ip}', '{$i0,$i1}')"),
 		qr/permission denied for foreign server ratelimit/,
@@ -322,6 +341,32 @@ SKIP:
 	is(proxy("SELECT allowed, remaining, limiter FROM rl_take_all('{ip,login}', '{$i0,$l0b}', '{1,1}')"),
 		't|2|login', 'pairs on two shards allowed: bound by the least remaining');
 	is(proxy($remaining), $before - 1, 'and shard 0 spent its cell');
+
+	# a backend's memory stays flat over allowed cross-shard calls of each
+	# kind (they remember what they took until the call ends)
+	$_->safe_psql('postgres', q{INSERT INTO rl_policies VALUES ('fast', 1000000, 1000)}) for @shards;
+	my ($f0, $f1) = (keys_on(1, 'fast', 0), keys_on(1, 'fast', 1));
+	my ($e0, $e1) = (keys_on(1, 'mem', 0), keys_on(1, 'mem', 1));
+	my $leak = $proxy->background_psql('postgres');
+	my $calls = sprintf(q{
+		DO $$
+		BEGIN
+			FOR i IN 1 .. %%d LOOP
+				PERFORM rl_take_all('{fast,fast}', '{%1$s,%2$s}');
+				PERFORM rl_take_all_detail('{fast,fast}', '{%1$s,%2$s}');
+				PERFORM rl_take_all('{mem,mem}', '{%3$s,%4$s}', '{1000000,1000000}', '{1000,1000}');
+				PERFORM rl_take_all_detail('{mem,mem}', '{%3$s,%4$s}', '{1000000,1000000}', '{1000,1000}');
+			END LOOP;
+		END $$;
+		SELECT sum(total_bytes) FROM pg_backend_memory_contexts;}, $f0, $f1, $e0, $e1);
+	is($leak->query_safe(qq{SELECT allowed, limiter FROM rl_take_all_detail('{fast,fast}', '{$f0,$f1}')}),
+		't|fast', 'a cross-shard call by policy, allowed');
+	my $warm = $leak->query_safe(sprintf($calls, 50));
+	my $after = $leak->query_safe(sprintf($calls, 500));
+	$leak->quit;
+	diag('growth: ' . ($after - $warm) . ' bytes');
+	cmp_ok($after - $warm, '<', 256 * 1024,
+		'2 000 allowed cross-shard calls grow the backend\'s memory by less than 256 kB');
 
 	# explicit limits: the same decisions as one server for the same history
 	is(join('', map { shard_of($_, 'k') } qw(a b c)), '101', 'a and c are on shard 1, b on shard 0');

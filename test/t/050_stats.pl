@@ -1,8 +1,9 @@
 # rl_stats counts every decision of every deciding function by limiter and
 # outcome in its own database, past ROLLBACK, with names past
 # ratelimit.stats_limiters under NULL; rl_stats_reset() is not for PUBLIC;
-# rl_cleanup_runs shows the worker's last run; without preloading, reading
-# the counts is an error with a hint and decisions go on.
+# rl_cleanup_runs shows the worker's last run; the names of a dropped
+# database are freed for the next ones; without preloading, reading the
+# counts is an error with a hint and decisions go on.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -153,6 +154,30 @@ query('db4', q{SELECT rl_take('fresh', 'k', 1, 5, 1)});
 is(stats('db4'), 'fresh|1|0|0', 'a database created after a drop counts under its own name');
 
 $node->stop;
+
+# with room for two names, a dropped database that counted two names (and
+# so never counted under NULL) gives both back: a new database's first name
+# is counted under its own name
+my $few = PostgreSQL::Test::Cluster->new('two_names');
+$few->init;
+$few->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'ratelimit'
+ratelimit.stats_limiters = 2
+});
+$few->start;
+$few->safe_psql('postgres', 'CREATE DATABASE gone');
+$few->safe_psql('gone', q{
+	CREATE EXTENSION ratelimit;
+	SELECT rl_take('a', 'k', 1, 5, 1), rl_take('b', 'k', 1, 5, 1);
+});
+is($few->safe_psql('gone', q{SELECT string_agg(coalesce(limiter, 'NULL'), ',' ORDER BY limiter) FROM rl_stats}),
+	'a,b', 'a database counts two names under their own names: the table is full');
+$few->safe_psql('postgres', 'DROP DATABASE gone');
+$few->safe_psql('postgres', 'CREATE DATABASE fresh');
+$few->safe_psql('fresh', q{CREATE EXTENSION ratelimit; SELECT rl_take('c', 'k', 1, 5, 1)});
+is($few->safe_psql('fresh', q{SELECT coalesce(limiter, 'NULL') || '|' || allowed FROM rl_stats}),
+	'c|1', 'after it was dropped, a new database counts under its own name, not NULL');
+$few->stop;
 
 # without preloading: decisions go on, reading the counts is an error
 my $plain = PostgreSQL::Test::Cluster->new('no_preload');
