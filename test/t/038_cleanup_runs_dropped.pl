@@ -28,11 +28,12 @@ ok($node->poll_query_until('postgres',
 	'the worker records its run in postgres');
 
 # the other slots: databases that have a run and are dropped, a batch at a
-# time (a file copy of template1 is the quickest way to make one)
+# time (a file copy of template1 is the quickest way to make one); a batch
+# is small enough for the worker to visit within one poll on a loaded machine
 my $filled = 1;
 for (my $batch = 1; $filled < $slots; $batch++)
 {
-	my @names = map { "fill_${batch}_$_" } 1 .. min(250, $slots - $filled);
+	my @names = map { "fill_${batch}_$_" } 1 .. min(100, $slots - $filled);
 	$node->safe_psql('postgres',
 		join("\n", map { "CREATE DATABASE $_ STRATEGY FILE_COPY;" } @names));
 	$node->poll_query_until('postgres', sprintf(q{
