@@ -9,11 +9,18 @@
  * decision read: if another transaction changed the row first, the decision
  * is made again on the newest version, under its row lock.
  *
- * The rarer statements (a key's first insert, deletes) go through SPI with
- * plans prepared once per backend, schema-qualified names and pg_catalog
- * operators, so the caller's search_path cannot redirect them.  The table is
- * private to the extension's owner: these run as that owner, the way
- * PostgreSQL runs its own internal queries (foreign-key checks, for one).
+ * A key's first row is inserted the same way, by the speculative insertion
+ * of INSERT ... ON CONFLICT DO NOTHING.  Neither takes a predicate lock or
+ * checks a row against the transaction's snapshot: a decision is the same
+ * whatever the caller's isolation level, and under SERIALIZABLE or
+ * REPEATABLE READ concurrent decisions on a key never fail with a
+ * serialization error (the row lock orders them, as under READ COMMITTED).
+ *
+ * The rarer statements (deletes, counts) go through SPI with plans prepared
+ * once per backend, schema-qualified names and pg_catalog operators, so the
+ * caller's search_path cannot redirect them.  The table is private to the
+ * extension's owner: these run as that owner, the way PostgreSQL runs its
+ * own internal queries (foreign-key checks, for one).
  */
 #include "postgres.h"
 
@@ -50,7 +57,6 @@
 
 typedef enum StorePlan
 {
-	PLAN_INSERT,
 	PLAN_DELETE,
 	PLAN_DELETE_EXPIRED,
 	PLAN_COUNT,
@@ -69,12 +75,6 @@ typedef struct StorePlanDef
 #define GT " OPERATOR(pg_catalog.>) "
 
 static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
-	/* a concurrent insert of the same key wins; the caller decides again */
-	[PLAN_INSERT] = {
-		"INSERT INTO %1$s (key, tat, interval_us) VALUES ($1, $2, $3)"
-		" ON CONFLICT (key) DO NOTHING",
-		3, {BYTEAOID, TIMESTAMPTZOID, INT8OID}
-	},
 	[PLAN_DELETE] = {
 		"DELETE FROM %1$s WHERE key" EQ "$1",
 		1, {BYTEAOID}
@@ -392,6 +392,15 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
  * Read the newest committed version of the bucket, and this transaction's
  * own changes: a fresh snapshot, whatever the isolation level, so that the
  * limit is exact across transactions.
+ *
+ * Under SERIALIZABLE an index scan with an MVCC snapshot takes predicate
+ * locks and checks for conflicts, which concurrent decisions on a key turn
+ * into serialization failures, though the row lock already orders them.  So
+ * the scan uses SnapshotAny, which does neither, and each version it returns
+ * is tested against the fresh snapshot: the same row version as a scan with
+ * that snapshot finds.  (A snapshot that is not MVCC, SnapshotSelf, would
+ * miss a row whose non-HOT update commits during the scan: the new
+ * version's index entry read before the commit, the old one's after.)
  */
 static void
 read_bucket(BucketAccess *access, GcraBucket *bucket)
@@ -405,13 +414,31 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
 
 	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
 				PointerGetDatum(access->key));
-	scan = rl_index_beginscan(access->heap, access->index, access->snapshot, 1, 0);
+	scan = rl_index_beginscan(access->heap, access->index, SnapshotAny, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
-	if (index_getnext_slot(scan, ForwardScanDirection, access->found))
-		bucket_from_slot(access->found, bucket);
-	else
-		bucket->present = false;
+	bucket->present = false;
+	while (index_getnext_slot(scan, ForwardScanDirection, access->found))
+		if (table_tuple_satisfies_snapshot(access->heap, access->found,
+										   access->snapshot))
+		{
+			bucket_from_slot(access->found, bucket);
+			break;
+		}
 	index_endscan(scan);
+}
+
+/*
+ * The table and its indexes, as a statement that writes it opens them;
+ * speculative also prepares what a speculative insertion checks.
+ */
+static ResultRelInfo *
+open_indexes(Relation heap, bool speculative)
+{
+	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
+
+	InitResultRelInfo(result_rel, heap, 1, NULL, 0);
+	ExecOpenIndices(result_rel, speculative);
+	return result_rel;
 }
 
 /*
@@ -426,10 +453,7 @@ insert_index_entries(Relation heap, TupleTableSlot *slot,
 					 RlUpdateIndexes update_indexes)
 {
 	EState	   *estate = CreateExecutorState();
-	ResultRelInfo *result_rel = makeNode(ResultRelInfo);
-
-	InitResultRelInfo(result_rel, heap, 1, NULL, 0);
-	ExecOpenIndices(result_rel, false);
+	ResultRelInfo *result_rel = open_indexes(heap, false);
 
 	/*
 	 * update = false: true only adds a hint for bottom-up index deletion, and
@@ -440,6 +464,75 @@ insert_index_entries(Relation heap, TupleTableSlot *slot,
 	FreeExecutorState(estate);
 }
 
+/* The row (key of access, tat, interval) in access->replacement. */
+static TupleTableSlot *
+bucket_row(BucketAccess *access, int64 tat, int64 interval)
+{
+	TupleTableSlot *slot;
+
+	if (access->replacement == NULL)
+		access->replacement = MakeSingleTupleTableSlot(RelationGetDescr(access->heap),
+													   &TTSOpsVirtual);
+	slot = access->replacement;
+	ExecClearTuple(slot);
+	slot->tts_values[ATT_KEY - 1] = PointerGetDatum(access->key);
+	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(tat);
+	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(interval);
+	memset(slot->tts_isnull, false, BUCKET_NATTS * sizeof(bool));
+	return ExecStoreVirtualTuple(slot);
+}
+
+/*
+ * Insert the first row of the key of access, as INSERT ... ON CONFLICT (key)
+ * DO NOTHING does: a pre-check of the primary key (which waits for a
+ * transaction still inserting the key), then a speculative insertion that
+ * is taken back if another one got into the index first.  Unlike that
+ * statement, it does not check that a conflicting row is visible to the
+ * transaction's snapshot: under REPEATABLE READ or SERIALIZABLE that check
+ * fails whenever another decision inserted the key after the snapshot was
+ * taken, and a decision reads the newest row anyway.  False when the key has
+ * a row already; the caller decides again.
+ */
+static bool
+insert_bucket(BucketAccess *access, int64 tat, int64 interval)
+{
+	TupleTableSlot *slot = bucket_row(access, tat, interval);
+	EState	   *estate = CreateExecutorState();
+	ResultRelInfo *result_rel = open_indexes(access->heap, true);
+	List	   *arbiter = list_make1_oid(RelationGetRelid(access->index));
+	ItemPointerData conflict;
+	bool		inserted = false;
+
+	for (;;)
+	{
+		uint32		token;
+		bool		lost = false;
+
+		CHECK_FOR_INTERRUPTS();
+		if (!rl_check_index_constraints(result_rel, slot, estate, &conflict,
+										arbiter))
+			break;
+		token = SpeculativeInsertionLockAcquire(GetCurrentTransactionId());
+		table_tuple_insert_speculative(access->heap, slot,
+									   GetCurrentCommandId(true), 0, NULL,
+									   token);
+		list_free(rl_insert_speculative_index_tuples(result_rel, slot, estate,
+													 &lost, arbiter));
+		table_tuple_complete_speculative(access->heap, slot, token, !lost);
+		SpeculativeInsertionLockRelease(GetCurrentTransactionId());
+		if (!lost)
+		{
+			inserted = true;
+			break;
+		}
+		/* another insertion got there first: the pre-check now finds it */
+	}
+	list_free(arbiter);
+	ExecCloseIndices(result_rel);
+	FreeExecutorState(estate);
+	return inserted;
+}
+
 /*
  * Replace the row version in access->found, as the heap update of an UPDATE
  * statement would.  Returns TM_Ok, or TM_Updated or TM_Deleted when another
@@ -448,22 +541,11 @@ insert_index_entries(Relation heap, TupleTableSlot *slot,
 static TM_Result
 swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
 {
-	TupleTableSlot *slot;
+	TupleTableSlot *slot = bucket_row(access, d->new_tat_us, limit->interval_us);
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	RlUpdateIndexes update_indexes;
 	TM_Result	result;
-
-	if (access->replacement == NULL)
-		access->replacement = MakeSingleTupleTableSlot(RelationGetDescr(access->heap),
-													   &TTSOpsVirtual);
-	slot = access->replacement;
-	ExecClearTuple(slot);
-	slot->tts_values[ATT_KEY - 1] = PointerGetDatum(access->key);
-	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(d->new_tat_us);
-	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(limit->interval_us);
-	memset(slot->tts_isnull, false, BUCKET_NATTS * sizeof(bool));
-	ExecStoreVirtualTuple(slot);
 
 	result = table_tuple_update(access->heap, &access->found->tts_tid, slot,
 								GetCurrentCommandId(true), access->snapshot,
@@ -485,15 +567,9 @@ static bool
 store_bucket(BucketAccess *access, const GcraBucket *bucket,
 			 const GcraDecision *d, const GcraLimit *limit)
 {
-	Datum		values[3] = {
-		PointerGetDatum(access->key),
-		TimestampTzGetDatum(d->new_tat_us),
-		Int64GetDatum(limit->interval_us)
-	};
-
 	if (bucket->present)
 		return swap_bucket(access, d, limit) == TM_Ok;
-	return run_plan(PLAN_INSERT, values, NULL) == 1;
+	return insert_bucket(access, d->new_tat_us, limit->interval_us);
 }
 
 /*
@@ -619,13 +695,12 @@ bucket_store_probe(bytea *key, TransactionId *inserting)
 bool
 bucket_store_insert(bytea *key, int64 tat, int64 interval)
 {
-	Datum		values[3] = {
-		PointerGetDatum(key),
-		TimestampTzGetDatum(tat),
-		Int64GetDatum(interval)
-	};
-	bool		inserted = run_plan(PLAN_INSERT, values, NULL) == 1;
+	BucketAccess access = {0};
+	bool		inserted;
 
+	open_access(&access, key);
+	inserted = insert_bucket(&access, tat, interval);
+	close_access(&access);
 	if (inserted)
 		CommandCounterIncrement();
 	return inserted;
@@ -688,18 +763,12 @@ static void
 lock_bucket(BucketAccess *access, GcraBucket *bucket, const GcraLimit *limit,
 			int64 now)
 {
-	Datum		values[3] = {
-		PointerGetDatum(access->key),
-		TimestampTzGetDatum(now - 1),
-		Int64GetDatum(limit->interval_us)
-	};
-
 	while (!lock_row(access, bucket))
 	{
 		CHECK_FOR_INTERRUPTS();
 		/* a concurrent insert of the key wins; then its row is read */
-		run_plan(PLAN_INSERT, values, NULL);
-		CommandCounterIncrement();
+		if (insert_bucket(access, now - 1, limit->interval_us))
+			CommandCounterIncrement();
 	}
 }
 

@@ -12,14 +12,16 @@
 #include "postgres.h"
 
 #include "access/tableam.h"
+#include "executor/executor.h"
 #include "lib/ilist.h"
 
 /*
  * 16: table_tuple_update reports which indexes need entries for the new row
  * version as a TU_UpdateIndexes (none: a HOT update; all; or only the
  * summarizing ones) instead of a bool, and ExecInsertIndexTuples takes
- * onlySummarizing to match.  The value is passed through: read as a bool,
- * TU_Summarizing would add entries to every index for a HOT-updated row.
+ * onlySummarizing to match (false for a new row: every index).  The value is
+ * passed through: read as a bool, TU_Summarizing would add entries to every
+ * index for a HOT-updated row.
  */
 #if PG_VERSION_NUM >= 160000
 typedef TU_UpdateIndexes RlUpdateIndexes;
@@ -27,11 +29,38 @@ typedef TU_UpdateIndexes RlUpdateIndexes;
 #define rl_insert_update_index_tuples(rri, slot, estate, u) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, \
 						  (u) == TU_Summarizing)
+#define rl_insert_speculative_index_tuples(rri, slot, estate, conflict, arbiters) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
+						  (arbiters), false)
 #else
 typedef bool RlUpdateIndexes;
 #define RL_UPDATE_NEEDS_INDEX_ENTRIES(u) (u)
 #define rl_insert_update_index_tuples(rri, slot, estate, u) \
 	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#define rl_insert_speculative_index_tuples(rri, slot, estate, conflict, arbiters) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, true, (conflict), \
+						  (arbiters))
+#endif
+
+/*
+ * 18: ExecCheckIndexConstraints takes the TID of a row the check skips;
+ * before an insertion there is none (an invalid one, as ExecInsert passes).
+ */
+#if PG_VERSION_NUM >= 180000
+static inline bool
+rl_check_index_constraints(ResultRelInfo *rri, TupleTableSlot *slot,
+						   EState *estate, ItemPointer conflict_tid,
+						   List *arbiters)
+{
+	ItemPointerData none;
+
+	ItemPointerSetInvalid(&none);
+	return ExecCheckIndexConstraints(rri, slot, estate, conflict_tid, &none,
+									 arbiters);
+}
+#else
+#define rl_check_index_constraints(rri, slot, estate, conflict_tid, arbiters) \
+	ExecCheckIndexConstraints((rri), (slot), (estate), (conflict_tid), (arbiters))
 #endif
 
 /*
