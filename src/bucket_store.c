@@ -172,11 +172,7 @@ open_buckets(Oid relid, LOCKMODE lockmode)
 	if (rel == NULL)
 	{
 		store_invalidations++;
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("table \"rl_buckets\" of extension \"ratelimit\" does not exist"),
-				 errdetail("The extension was dropped or changed while the call waited."),
-				 errhint("Create the extension again if it is still needed.")));
+		refuse_dropped_table("rl_buckets");
 	}
 	return rel;
 }

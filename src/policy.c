@@ -183,7 +183,7 @@ find_policies(Oid fn_oid)
 static bool
 read_policy(Oid relid, const char *limiter, Policy *policy)
 {
-	Relation	rel = table_open(relid, AccessShareLock);
+	Relation	rel = try_table_open(relid, AccessShareLock);
 	Relation	index;
 	Snapshot	snapshot;
 	ScanKeyData skey;
@@ -191,6 +191,12 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 	HeapTuple	tuple;
 	bool		found = false;
 
+	/* dropped by a DROP EXTENSION that this call waited for: find it again */
+	if (rel == NULL)
+	{
+		policies_found = false;
+		refuse_dropped_table("rl_policies");
+	}
 	if (RelationGetDescr(rel)->natts != POLICY_NATTS ||
 		!OidIsValid(rl_primary_key_index(rel)))
 		ereport(ERROR,

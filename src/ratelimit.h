@@ -58,6 +58,7 @@ extern void require_argument(FunctionCallInfo fcinfo, int argno, const char *nam
 extern text *required_text_argument(FunctionCallInfo fcinfo, int argno,
 									const char *name);
 extern void refuse_limit(GcraError error, double rate, int32 burst, int32 cost);
+extern void refuse_dropped_table(const char *name);
 extern double seconds(int64 us);
 extern Datum decision_datum(FunctionCallInfo fcinfo, const GcraDecision *d,
 							bool shadow);

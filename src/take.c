@@ -137,6 +137,20 @@ refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 			 errhint("A rate is in requests per second, and 5/60 divides integers (0): write 5.0/60.") : 0));
 }
 
+/*
+ * A table of the extension (name) that a concurrent DROP EXTENSION dropped
+ * while the call waited for its lock: say so plainly, never by its OID.
+ */
+void
+refuse_dropped_table(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_TABLE),
+			 errmsg("table \"%s\" of extension \"ratelimit\" does not exist", name),
+			 errdetail("The extension was dropped or changed while the call waited."),
+			 errhint("Create the extension again if it is still needed.")));
+}
+
 double
 seconds(int64 us)
 {
