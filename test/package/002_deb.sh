@@ -18,7 +18,7 @@ installed && give_up "$pkg is installed on this machine; remove it first (dpkg -
 work_dir deb
 tree=$work/ratelimit
 cleanup() {
-	dpkg-query -W "$pkg" >/dev/null 2>&1 && dpkg_waiting -P "$pkg" >/dev/null
+	dpkg-query -W "$pkg" >/dev/null 2>&1 && rl_dpkg -P "$pkg" >/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,7 +75,7 @@ check 'it ships the C client headers in /usr/include/postgresql/ratelimit/' \
 	ships_all /usr/include/postgresql/ratelimit/{ratelimit_client.h,gcra.h}
 check 'it ships the README' ships "/usr/share/doc/$pkg/README.md.gz"
 
-check 'dpkg -i installs it' dpkg_waiting -i "$deb"
+check 'dpkg -i installs it' rl_dpkg -i "$deb"
 
 # a throw-away cluster of the system's PostgreSQL, which finds the installed
 # extension where the package put it
@@ -97,7 +97,7 @@ check 'an application builds with #include <ratelimit/ratelimit_client.h> and -I
 check 'its autopkgtest (debian/tests/installcheck) passes' \
 	sh -c "cd '$tree' && AUTOPKGTEST_TMP='$work' debian/tests/installcheck"
 
-check 'dpkg -r removes it' dpkg_waiting -r "$pkg"
+check 'dpkg -r removes it' rl_dpkg -r "$pkg"
 left() {
 	local f found=0
 	while read -r f; do
@@ -106,6 +106,6 @@ left() {
 	[ "$found" -eq 0 ]
 }
 check 'and every file it had installed is gone' left
-check 'dpkg -P purges it' dpkg_waiting -P "$pkg"
+check 'dpkg -P purges it' rl_dpkg -P "$pkg"
 
 done_testing
