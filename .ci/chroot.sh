@@ -66,7 +66,9 @@ ci_chroot_make() {
 		return 1
 	fi
 	debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.debootstrap.log" 2>&1 || {
-		tail -20 "$root.debootstrap.log" >&2
+		tail -n 20 "$root.debootstrap.log" >&2
+		# what the packages it installed printed
+		[ -f "$root/debootstrap/debootstrap.log" ] && tail -n 40 "$root/debootstrap/debootstrap.log" >&2
 		return 1
 	}
 	rm -f "$root.debootstrap.log"
@@ -74,9 +76,11 @@ ci_chroot_make() {
 }
 
 # ci_chroot_fill ROOT MAJOR: the packages of ci_chroot_make, into a
-# bootstrapped ROOT; leaves ROOT mounted.
+# bootstrapped ROOT, with test/lib.sh's rl_apt_install (a failed step shows
+# why and is tried once more); leaves ROOT mounted.  apt-get's whole output
+# is kept beside ROOT, in ROOT.install.log.
 ci_chroot_fill() {
-	local root=$1 major=$2
+	local root=$1 major=$2 status
 	echo 'Acquire::Check-Valid-Until "false";' >"$root/etc/apt/apt.conf.d/90snapshot"
 	cp /etc/resolv.conf "$root/etc/resolv.conf"
 	# the certificate authorities this machine adds to Debian's (a TLS proxy's)
@@ -88,17 +92,16 @@ ci_chroot_fill() {
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 	chmod 755 "$root/usr/sbin/policy-rc.d"
 	ci_chroot_mount "$root"
-	chroot "$root" env DEBIAN_FRONTEND=noninteractive sh -ec "
-		apt-get -o Acquire::Check-Valid-Until=false update -qq
-		apt-get install -y -qq --no-install-recommends \
-			postgresql-$major postgresql-server-dev-$major postgresql-$major-pgtap \
-			postgresql-$major-plproxy postgresql-$major-cron \
-			ca-certificates build-essential libssl-dev make perl git
-		update-ca-certificates >/dev/null
-		" >"$root/ci-install.log" 2>&1 || {
-		tail -20 "$root/ci-install.log" >&2
-		return 1
-	}
+	cp "$RL_SRC/test/lib.sh" "$root/tmp/ratelimit-lib.sh"
+	ci_chroot_exec "$root" "$major" bash -c '. /tmp/ratelimit-lib.sh &&
+		rl_apt_install /var/log/ci-install.log "$@" && update-ca-certificates >/dev/null' \
+		ci_chroot_fill postgresql-$major postgresql-server-dev-$major postgresql-$major-pgtap \
+		postgresql-$major-plproxy postgresql-$major-cron \
+		ca-certificates build-essential libssl-dev make perl git
+	status=$?
+	cp "$root/var/log/ci-install.log" "$root.install.log" 2>/dev/null
+	rm -f "$root/tmp/ratelimit-lib.sh"
+	return "$status"
 }
 
 # ci_chroot_copy_tree ROOT: the checkout as it would be committed (tracked

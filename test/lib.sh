@@ -25,16 +25,95 @@ rl_require_root() {
 
 # rl_install_packages PKG...: apt-get install the ones that are missing.
 rl_install_packages() {
-	local missing=() pkg
+	local missing=() pkg log
 	for pkg in "$@"; do
 		dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' ||
 			missing+=("$pkg")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
 	rl_log "installing ${missing[*]}"
+	log=$(mktemp /var/tmp/ratelimit-apt.XXXXXX.log)
+	if rl_apt_install "$log" "${missing[@]}"; then
+		rm -f "$log"
+		return 0
+	fi
+	rl_log "apt-get's whole output is kept in $log"
+	return 1
+}
+
+# rl_apt_install LOG PKG...: apt-get update, then install PKG... without
+# their recommendations, every line of output appended to LOG.  A failed
+# update is tried once more (then the lists there are serve); a failed
+# install once more after dpkg --configure -a has finished what the first
+# left unconfigured (a maintainer script that failed once).  Each failed step
+# shows why (rl_apt).
+rl_apt_install() {
+	local log=$1 out status
+	shift
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq >/dev/null
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	: >>"$log"
+	rl_apt "$log" update || rl_apt "$log" update ||
+		rl_log "going on with the package lists there are"
+	rl_apt "$log" install -y --no-install-recommends "$@" && return 0
+	rl_log "dpkg --configure -a, then apt-get install once more"
+	out=$(rl_dpkg --configure -a)
+	status=$?
+	printf '==> dpkg --configure -a\n%s\n' "$out" >>"$log"
+	if [ "$status" -ne 0 ]; then
+		rl_log "dpkg --configure -a failed too"
+		rl_dpkg_failures <<<"$out" >&2
+	fi
+	rl_apt "$log" install -y --no-install-recommends "$@"
+}
+
+# rl_apt LOG ARG...: apt-get ARG..., waiting up to 10 minutes for another's
+# lock, its output appended to LOG.  When it fails, it shows the output of
+# each maintainer script that failed and the last lines apt-get printed.
+rl_apt() {
+	local log=$1 start status
+	shift
+	start=$(($(wc -l <"$log") + 1))
+	echo "==> apt-get $*" >>"$log"
+	apt-get -q -o DPkg::Lock::Timeout=600 "$@" </dev/null >>"$log" 2>&1
+	status=$?
+	[ "$status" -eq 0 ] && return 0
+	rl_log "apt-get $* failed (exit $status)"
+	tail -n +"$start" "$log" | rl_dpkg_failures >&2
+	rl_log "its last lines:"
+	tail -n +"$start" "$log" | tail -n 25 >&2
+	return "$status"
+}
+
+# rl_dpkg_failures: of dpkg's output on standard input, every step that
+# failed (an unpack, a maintainer script, a trigger), from the line that
+# began it to dpkg's error and the lines that explain it.
+rl_dpkg_failures() {
+	awk '
+	/^(Preparing to unpack|Unpacking|Setting up|Processing triggers for) / { step = $0; explain = 0; next }
+	/^dpkg: error processing / {
+		print "--- dpkg failed:"
+		if (step != "") print step
+		print
+		step = ""
+		explain = 1
+		next
+	}
+	explain && /^ / { print; next }
+	{ explain = 0; if (step != "") step = step "\n" $0 }
+	'
+}
+
+# rl_dpkg ARG...: dpkg, waiting up to 10 minutes for a lock that another
+# apt-get or dpkg holds.
+rl_dpkg() {
+	local out try
+	for try in $(seq 120); do
+		out=$(dpkg "$@" 2>&1) && { echo "$out"; return 0; }
+		grep -q 'lock' <<<"$out" || break
+		sleep 5
+	done
+	echo "$out"
+	return 1
 }
 
 # The packages every entry point needs: the server (with its contrib

@@ -50,19 +50,6 @@ give_up() {
 	exit 1
 }
 
-# dpkg_waiting ARG...: dpkg, waiting up to 10 minutes for a lock that another
-# apt-get or dpkg holds
-dpkg_waiting() {
-	local out try
-	for try in $(seq 120); do
-		out=$(dpkg "$@" 2>&1) && { echo "$out"; return 0; }
-		grep -q 'lock' <<<"$out" || break
-		sleep 5
-	done
-	echo "$out"
-	return 1
-}
-
 # clean_clone DEST: a git repository holding the working tree as it would be
 # committed (tracked and new files, none that .gitignore names, no build
 # output), owned by postgres: what a fresh clone has.  In CI, where the
