@@ -45,7 +45,7 @@ limit_of(double rate, int32_t burst)
 static GcraBucket
 bucket_of(int64_t tat, int64_t interval)
 {
-	GcraBucket	b = {true, tat, interval};
+	GcraBucket	b = {true, tat, interval, 0, 0};
 
 	return b;
 }
@@ -84,7 +84,7 @@ static void
 test_decisions(void)
 {
 	GcraLimit	l = limit_of(1.0, 3);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraBucket	b;
 	GcraDecision d;
 	const int64_t now = 1000;
@@ -223,7 +223,7 @@ test_decide_all(void)
 	const int64_t now = 7000;
 	GcraLimit	l3 = limit_of(1.0, 3);
 	GcraLimit	l10 = limit_of(10.0, 10);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraRequest r[4];
 	GcraDecision d[4];
 	GcraCombined c;
@@ -366,7 +366,7 @@ test_lockout(void)
 	const int64_t T = 60 * SEC;
 	GcraLimit	l = sign_in_limit();
 	GcraLimit	plain = limit_of(1.0 / 60, 3);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraBucket	b;
 	GcraDecision d;
 
@@ -478,7 +478,7 @@ test_lockout_decide_all(void)
 	const int64_t T = 60 * SEC;
 	GcraLimit	l = sign_in_limit();
 	GcraLimit	l10 = limit_of(10.0, 10);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraRequest r[3];
 	GcraDecision d[3];
 	GcraCombined c;
