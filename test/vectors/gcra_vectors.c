@@ -429,8 +429,18 @@ main(void)
 		sequence("a lockout removed from the policy is ignored, then applies again",
 				 lockout_removed, LEN(lockout_removed));
 		sequence("cost above burst starts no lockout", lockout_over_burst, LEN(lockout_over_burst));
+		/* 1.7 is just below 17/10: exact arithmetic would floor to 1699999 */
+		Step		lockout_rounded_growth[] = {
+			{0, 1.0, 1, 1, SEC, 1.7, 10 * SEC}, {0, 1.0, 1, 1, SEC, 1.7, 10 * SEC},
+			{SEC, 1.0, 1, 1, SEC, 1.7, 10 * SEC}, {SEC, 1.0, 1, 1, SEC, 1.7, 10 * SEC},
+			{2700000, 1.0, 1, 1, SEC, 1.7, 10 * SEC}, {2700000, 1.0, 1, 1, SEC, 1.7, 10 * SEC},
+			{5590000, 1.0, 1, 1, SEC, 1.7, 10 * SEC}, {5590000, 1.0, 1, 1, SEC, 1.7, 10 * SEC},
+		};
+
 		sequence("lockout growth as one double product, floored",
 				 lockout_fractional_growth, LEN(lockout_fractional_growth));
+		sequence("lockout growth rounded as a double before the floor",
+				 lockout_rounded_growth, LEN(lockout_rounded_growth));
 	}
 	printf("\n  ],\n");
 
