@@ -439,6 +439,14 @@ main(void)
 
 		sequence("lockout growth as one double product, floored",
 				 lockout_fractional_growth, LEN(lockout_fractional_growth));
+		/* 3000000 * 1.1 is 3300000.0000000005: floored, not rounded up */
+		Step		lockout_floored_growth[] = {
+			{0, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC}, {0, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC},
+			{3 * SEC, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC}, {3 * SEC, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC},
+		};
+
+		sequence("lockout growth floored, never rounded up",
+				 lockout_floored_growth, LEN(lockout_floored_growth));
 		sequence("lockout growth rounded as a double before the floor",
 				 lockout_rounded_growth, LEN(lockout_rounded_growth));
 	}
