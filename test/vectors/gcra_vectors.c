@@ -445,6 +445,14 @@ main(void)
 			{3 * SEC, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC}, {3 * SEC, 1.0, 1, 1, 3 * SEC, 1.1, 10 * SEC},
 		};
 
+		/* 1000005 * 1.1 is 1100005.5: floored, not rounded to nearest */
+		Step		lockout_half_growth[] = {
+			{0, 1.0, 1, 1, 1000005, 1.1, 10 * SEC}, {0, 1.0, 1, 1, 1000005, 1.1, 10 * SEC},
+			{1000005, 1.0, 1, 1, 1000005, 1.1, 10 * SEC}, {1000005, 1.0, 1, 1, 1000005, 1.1, 10 * SEC},
+		};
+
+		sequence("lockout growth floored, not rounded to nearest",
+				 lockout_half_growth, LEN(lockout_half_growth));
 		sequence("lockout growth floored, never rounded up",
 				 lockout_floored_growth, LEN(lockout_floored_growth));
 		sequence("lockout growth rounded as a double before the floor",
