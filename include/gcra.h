@@ -32,31 +32,53 @@ typedef enum GcraError
 	GCRA_BAD_RATE,				/* not finite, <= 0, or above GCRA_MAX_RATE */
 	GCRA_BAD_BURST,				/* < 1 */
 	GCRA_BAD_COST,				/* < 0 */
-	GCRA_TOLERANCE_TOO_LARGE	/* now + 2 * tau leaves the time range */
+	GCRA_TOLERANCE_TOO_LARGE,	/* now + 2 * tau leaves the time range */
+	GCRA_BAD_LOCKOUT			/* outside 1 s .. 366 days, growth 1 .. 100 */
 } GcraError;
 
-/* A limit as the arithmetic sees it: emission interval T and tolerance tau. */
+/* The longest lockout, and the largest growth, a policy may ask for. */
+#define GCRA_MAX_LOCKOUT_US (INT64_C(366) * 86400 * 1000000)
+#define GCRA_MIN_LOCKOUT_US INT64_C(1000000)
+#define GCRA_MAX_LOCKOUT_GROWTH 100.0
+
+/*
+ * A limit as the arithmetic sees it: emission interval T and tolerance tau,
+ * and the lockout of a policy that has one (lockout_us = 0: none).
+ */
 typedef struct GcraLimit
 {
 	int64_t		interval_us;	/* T = max(1, round(1e6 / rate)) */
 	int64_t		tolerance_us;	/* tau = T * burst */
 	int32_t		burst;
+	int64_t		lockout_us;		/* the first lockout's length; 0: none */
+	int64_t		lockout_max_us; /* the longest one */
+	double		lockout_growth; /* each repeat offence's factor */
 } GcraLimit;
 
-/* A stored bucket; present = false means no row (the same as a passed tat). */
+/*
+ * A stored bucket; present = false means no row (the same as a passed tat
+ * and no lockout).  lock_until_us and lock_us are 0 when the key was never
+ * locked.
+ */
 typedef struct GcraBucket
 {
 	bool		present;
 	int64_t		tat_us;
 	int64_t		interval_us;	/* the T the bucket was last written with */
+	int64_t		lock_until_us;	/* locked while now < lock_until_us */
+	int64_t		lock_us;		/* the length of the last lockout */
 } GcraBucket;
 
 typedef struct GcraDecision
 {
 	bool		allowed;
-	bool		store;			/* write (new_tat_us, limit T) back */
+	bool		store;			/* write new_tat_us, limit T, new_lock_* back */
 	bool		normalised;		/* a live bucket's debt or T changed */
+	bool		locked;			/* the answer is a lockout's */
+	bool		lock_started;	/* this request started that lockout */
 	int64_t		new_tat_us;
+	int64_t		new_lock_until_us;	/* as stored, or the new lockout's */
+	int64_t		new_lock_us;
 	int32_t		remaining;
 	bool		retry_known;	/* false when cost > burst: never allowed */
 	int64_t		retry_after_us; /* 0 when allowed */
@@ -79,6 +101,8 @@ gcra_error_message(GcraError error)
 			return "cost must not be negative";
 		case GCRA_TOLERANCE_TOO_LARGE:
 			return "burst divided by rate is too long a tolerance: now + 2 * burst / rate must stay inside the timestamp range";
+		case GCRA_BAD_LOCKOUT:
+			return "lockout must be 1 second to 366 days, lockout_growth 1 to 100, and lockout_max from lockout to 366 days";
 	}
 	return "unknown error";
 }
@@ -109,6 +133,9 @@ gcra_limit_init(GcraLimit *limit, double rate, int32_t burst, int64_t now_us,
 
 	limit->interval_us = (int64_t) interval;
 	limit->burst = burst;
+	limit->lockout_us = 0;
+	limit->lockout_max_us = 0;
+	limit->lockout_growth = 1.0;
 	if (__builtin_mul_overflow(limit->interval_us, (int64_t) burst, &tolerance) ||
 		__builtin_mul_overflow(tolerance, (int64_t) 2, &horizon) ||
 		__builtin_add_overflow(now_us, horizon, &horizon) ||
@@ -116,6 +143,64 @@ gcra_limit_init(GcraLimit *limit, double rate, int32_t burst, int64_t now_us,
 		return GCRA_TOLERANCE_TOO_LARGE;
 	limit->tolerance_us = tolerance;
 	return GCRA_OK;
+}
+
+/*
+ * Give limit a lockout of lockout_us, growing by growth up to max_us (a
+ * policy's lockout, lockout_growth and lockout_max; max_us 0 means
+ * lockout_us).  now + 2 * max_us must stay inside the time range, so that
+ * a lockout's end and its forgiveness fit.
+ */
+static inline GcraError
+gcra_lockout_init(GcraLimit *limit, int64_t lockout_us, double growth,
+				  int64_t max_us, int64_t now_us, int64_t max_time_us)
+{
+	if (max_us == 0)
+		max_us = lockout_us;
+	if (lockout_us < GCRA_MIN_LOCKOUT_US || lockout_us > GCRA_MAX_LOCKOUT_US ||
+		max_us < lockout_us || max_us > GCRA_MAX_LOCKOUT_US ||
+		!(growth >= 1.0 && growth <= GCRA_MAX_LOCKOUT_GROWTH))
+		return GCRA_BAD_LOCKOUT;
+	if (now_us > max_time_us - 2 * max_us)
+		return GCRA_TOLERANCE_TOO_LARGE;
+	limit->lockout_us = lockout_us;
+	limit->lockout_max_us = max_us;
+	limit->lockout_growth = growth;
+	return GCRA_OK;
+}
+
+/*
+ * The length of a lockout that starts at now: the last one's times growth
+ * (one IEEE double multiplication, then floor), between lockout and
+ * lockout_max, when the key offends again no longer after its last lockout
+ * ended than that lockout lasted; else the first length.
+ */
+static inline int64_t
+gcra_lockout_length(const GcraLimit *limit, const GcraBucket *bucket,
+					int64_t now_us)
+{
+	int64_t		grown;
+
+	if (!(bucket->present && bucket->lock_until_us <= now_us &&
+		  now_us - bucket->lock_until_us < bucket->lock_us))
+		return limit->lockout_us;
+	grown = (int64_t) floor((double) bucket->lock_us * limit->lockout_growth);
+	if (grown < limit->lockout_us)
+		grown = limit->lockout_us;
+	return grown > limit->lockout_max_us ? limit->lockout_max_us : grown;
+}
+
+/*
+ * Whether a bucket is the same as an absent one at now, so that it may be
+ * deleted: its tat has passed, and so has the time during which a new
+ * offence would lengthen its last lockout.
+ */
+static inline bool
+gcra_bucket_forgotten(const GcraBucket *bucket, int64_t now_us)
+{
+	return !bucket->present ||
+		(bucket->tat_us <= now_us &&
+		 bucket->lock_until_us + bucket->lock_us <= now_us);
 }
 
 static inline int64_t
@@ -141,12 +226,31 @@ gcra_report(GcraDecision *d, const GcraLimit *limit, int64_t now_us,
 }
 
 /*
+ * The answer of a locked key: nothing left until the lock ends, and full
+ * again once both the lock and the tat have passed.
+ */
+static inline void
+gcra_report_locked(GcraDecision *d, int64_t now_us, int64_t tat_used,
+				   int64_t lock_until)
+{
+	d->locked = true;
+	d->new_tat_us = tat_used;
+	d->remaining = 0;
+	d->reset_after_us = (tat_used > lock_until ? tat_used : lock_until) - now_us;
+}
+
+/*
  * Decide a request of cost at now against bucket under limit.
  *
  * The debt (tat - now) of a live bucket is first carried over to the limit
  * of this call in cells, not in time, and capped at tau; when that changes a
  * live bucket, the decision stores it even when it denies, so a lowered
  * limit cannot leak requests and the rescaling happens once.
+ *
+ * Under a limit with a lockout, a key locked at now is denied (a peek
+ * allowed) without spending or storing anything, not even the normalised
+ * debt; a denial of a request the burst can hold starts a lockout, stored
+ * with the bucket.  Without one, a stored lock is kept and ignored.
  */
 static inline GcraDecision
 gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
@@ -171,6 +275,18 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 		normalised = debt != stored_debt || bucket->interval_us != T;
 	}
 	tat_used = now_us + debt;
+	d.new_lock_until_us = bucket->present ? bucket->lock_until_us : 0;
+	d.new_lock_us = bucket->present ? bucket->lock_us : 0;
+
+	if (limit->lockout_us > 0 && bucket->present &&
+		now_us < bucket->lock_until_us)
+	{
+		d.allowed = cost == 0;
+		d.retry_known = true;
+		d.retry_after_us = cost == 0 ? 0 : bucket->lock_until_us - now_us;
+		gcra_report_locked(&d, now_us, tat_used, bucket->lock_until_us);
+		return d;
+	}
 
 	if (cost == 0)
 	{
@@ -199,6 +315,18 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 
 	d.normalised = normalised;
 	d.store = cost > 0 && (d.allowed || normalised);
+	if (!d.allowed && d.retry_known && limit->lockout_us > 0)
+	{
+		int64_t		length = gcra_lockout_length(limit, bucket, now_us);
+
+		d.lock_started = true;
+		d.store = true;
+		d.new_lock_until_us = now_us + length;
+		d.new_lock_us = length;
+		d.retry_after_us = length;
+		gcra_report_locked(&d, now_us, tat_used, d.new_lock_until_us);
+		return d;
+	}
 	gcra_report(&d, limit, now_us, tat_after);
 	return d;
 }

@@ -25,6 +25,15 @@ const (
 	gcraBadBurst
 	gcraBadCost
 	gcraToleranceTooLarge
+	gcraBadLockout // outside 1 s .. 366 days, growth 1 .. 100
+)
+
+// The longest lockout, the shortest, and the largest growth a policy may ask
+// for.
+const (
+	maxLockoutUs     = int64(366) * 86400 * 1000000
+	minLockoutUs     = int64(1000000)
+	maxLockoutGrowth = 100.0
 )
 
 func (e gcraError) message() string {
@@ -39,33 +48,47 @@ func (e gcraError) message() string {
 		return "cost must not be negative"
 	case gcraToleranceTooLarge:
 		return "burst divided by rate is too long a tolerance: now + 2 * burst / rate must stay inside the timestamp range"
+	case gcraBadLockout:
+		return "lockout must be 1 second to 366 days, lockout_growth 1 to 100, and lockout_max from lockout to 366 days"
 	}
 	return "unknown error"
 }
 
-// gcraLimit is a limit as the arithmetic sees it.
+// gcraLimit is a limit as the arithmetic sees it, with the lockout of a
+// policy that has one (lockoutUs 0: none).
 type gcraLimit struct {
-	intervalUs  int64 // T = max(1, round(1e6 / rate))
-	toleranceUs int64 // tau = T * burst
-	burst       int32
+	intervalUs    int64 // T = max(1, round(1e6 / rate))
+	toleranceUs   int64 // tau = T * burst
+	burst         int32
+	lockoutUs     int64   // the first lockout's length; 0: none
+	lockoutMaxUs  int64   // the longest one
+	lockoutGrowth float64 // each repeat offence's factor
 }
 
-// gcraBucket is a stored bucket; present false means none.
+// gcraBucket is a stored bucket; present false means none (the same as a
+// passed tat and no lockout).  lockUntilUs and lockUs are 0 when the key was
+// never locked.
 type gcraBucket struct {
-	present    bool
-	tatUs      int64
-	intervalUs int64 // the T it was last written with
+	present     bool
+	tatUs       int64
+	intervalUs  int64 // the T it was last written with
+	lockUntilUs int64 // locked while now < lockUntilUs
+	lockUs      int64 // the length of the last lockout
 }
 
 type gcraDecision struct {
-	allowed      bool
-	store        bool
-	normalised   bool
-	newTatUs     int64
-	remaining    int32
-	retryKnown   bool // false when cost > burst: never allowed
-	retryAfterUs int64
-	resetAfterUs int64
+	allowed        bool
+	store          bool // write newTatUs, limit T, newLock* back
+	normalised     bool
+	locked         bool // the answer is a lockout's
+	lockStarted    bool // this request started that lockout
+	newTatUs       int64
+	newLockUntilUs int64 // as stored, or the new lockout's
+	newLockUs      int64
+	remaining      int32
+	retryKnown     bool // false when cost > burst: never allowed
+	retryAfterUs   int64
+	resetAfterUs   int64
 }
 
 // gcraLimitInit turns (rate, burst) into a limit and checks that every
@@ -87,6 +110,7 @@ func gcraLimitInit(rate float64, burst int32, nowUs, maxTimeUs int64) (gcraLimit
 	}
 	l.intervalUs = int64(interval)
 	l.burst = burst
+	l.lockoutGrowth = 1
 	tolerance, ok := mulInt64(l.intervalUs, int64(burst))
 	if !ok {
 		return l, gcraToleranceTooLarge
@@ -101,6 +125,54 @@ func gcraLimitInit(rate float64, burst int32, nowUs, maxTimeUs int64) (gcraLimit
 	}
 	l.toleranceUs = tolerance
 	return l, gcraOK
+}
+
+// gcraLockoutInit gives l a lockout of lockoutUs, growing by growth up to
+// maxUs (0: lockoutUs).  now + 2 * maxUs must stay inside the time range, so
+// that a lockout's end and its forgiveness fit.
+func gcraLockoutInit(l *gcraLimit, lockoutUs int64, growth float64, maxUs, nowUs, maxTimeUs int64) gcraError {
+	if maxUs == 0 {
+		maxUs = lockoutUs
+	}
+	// NaN fails both comparisons of the growth
+	if lockoutUs < minLockoutUs || lockoutUs > maxLockoutUs ||
+		maxUs < lockoutUs || maxUs > maxLockoutUs ||
+		!(growth >= 1 && growth <= maxLockoutGrowth) {
+		return gcraBadLockout
+	}
+	if nowUs > maxTimeUs-2*maxUs {
+		return gcraToleranceTooLarge
+	}
+	l.lockoutUs = lockoutUs
+	l.lockoutMaxUs = maxUs
+	l.lockoutGrowth = growth
+	return gcraOK
+}
+
+// gcraLockoutLength is the length of a lockout that starts at nowUs: the
+// last one's times the growth (one IEEE double multiplication, then floor),
+// between lockout and lockout_max, when the key offends again no longer
+// after its last lockout ended than that lockout lasted; else the first
+// length.
+func gcraLockoutLength(l *gcraLimit, b *gcraBucket, nowUs int64) int64 {
+	if !(b.present && b.lockUntilUs <= nowUs && nowUs-b.lockUntilUs < b.lockUs) {
+		return l.lockoutUs
+	}
+	grown := int64(math.Floor(float64(b.lockUs) * l.lockoutGrowth))
+	if grown < l.lockoutUs {
+		grown = l.lockoutUs
+	}
+	if grown > l.lockoutMaxUs {
+		return l.lockoutMaxUs
+	}
+	return grown
+}
+
+// gcraBucketForgotten tells whether b is the same as an absent bucket at
+// nowUs, so that it may be deleted: its tat has passed, and so has the time
+// during which a new offence would lengthen its last lockout.
+func gcraBucketForgotten(b *gcraBucket, nowUs int64) bool {
+	return !b.present || (b.tatUs <= nowUs && b.lockUntilUs+b.lockUs <= nowUs)
 }
 
 func mulInt64(a, b int64) (int64, bool) {
@@ -150,6 +222,20 @@ func gcraReport(d *gcraDecision, l *gcraLimit, nowUs, tatAfter int64) {
 	}
 }
 
+// gcraReportLocked fills d with the answer of a locked key: nothing left
+// until the lock ends, and full again once both the lock and the tat have
+// passed.
+func gcraReportLocked(d *gcraDecision, nowUs, tatUsed, lockUntil int64) {
+	d.locked = true
+	d.newTatUs = tatUsed
+	d.remaining = 0
+	if tatUsed > lockUntil {
+		d.resetAfterUs = tatUsed - nowUs
+	} else {
+		d.resetAfterUs = lockUntil - nowUs
+	}
+}
+
 // rescaledDebt is min(tau, debt * T / storedT) in 128 bits: debt, T and
 // storedT are not negative, and neither product nor quotient need fit.
 func rescaledDebt(debt uint64, T, storedT, tau int64) int64 {
@@ -165,7 +251,11 @@ func rescaledDebt(debt uint64, T, storedT, tau int64) int64 {
 }
 
 // gcraDecide decides a request of cost at nowUs against bucket under l, as
-// gcra_decide does.
+// gcra_decide does.  Under a limit with a lockout, a key locked at nowUs is
+// denied (a peek allowed) without spending or storing anything, not even the
+// normalised debt; a denial of a request the burst can hold starts a
+// lockout, stored with the bucket.  Without one, a stored lock is kept and
+// ignored.
 func gcraDecide(l *gcraLimit, b *gcraBucket, nowUs int64, cost int32) gcraDecision {
 	var d gcraDecision
 	T := l.intervalUs
@@ -180,6 +270,21 @@ func gcraDecide(l *gcraLimit, b *gcraBucket, nowUs int64, cost int32) gcraDecisi
 		normalised = uint64(debt) != stored || b.intervalUs != T
 	}
 	tatUsed := nowUs + debt
+	if b.present {
+		d.newLockUntilUs = b.lockUntilUs
+		d.newLockUs = b.lockUs
+	}
+
+	if l.lockoutUs > 0 && b.present && nowUs < b.lockUntilUs {
+		d.allowed = cost == 0
+		d.retryKnown = true
+		if cost != 0 {
+			d.retryAfterUs = b.lockUntilUs - nowUs
+		}
+		gcraReportLocked(&d, nowUs, tatUsed, b.lockUntilUs)
+		return d
+	}
+
 	var tatAfter int64
 	switch {
 	case cost == 0:
@@ -203,6 +308,16 @@ func gcraDecide(l *gcraLimit, b *gcraBucket, nowUs int64, cost int32) gcraDecisi
 	}
 	d.normalised = normalised
 	d.store = cost > 0 && (d.allowed || normalised)
+	if !d.allowed && d.retryKnown && l.lockoutUs > 0 {
+		length := gcraLockoutLength(l, b, nowUs)
+		d.lockStarted = true
+		d.store = true
+		d.newLockUntilUs = nowUs + length
+		d.newLockUs = length
+		d.retryAfterUs = length
+		gcraReportLocked(&d, nowUs, tatUsed, d.newLockUntilUs)
+		return d
+	}
 	gcraReport(&d, l, nowUs, tatAfter)
 	return d
 }

@@ -45,7 +45,7 @@ limit_of(double rate, int32_t burst)
 static GcraBucket
 bucket_of(int64_t tat, int64_t interval)
 {
-	GcraBucket	b = {true, tat, interval};
+	GcraBucket	b = {true, tat, interval, 0, 0};
 
 	return b;
 }
@@ -84,7 +84,7 @@ static void
 test_decisions(void)
 {
 	GcraLimit	l = limit_of(1.0, 3);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraBucket	b;
 	GcraDecision d;
 	const int64_t now = 1000;
@@ -223,7 +223,7 @@ test_decide_all(void)
 	const int64_t now = 7000;
 	GcraLimit	l3 = limit_of(1.0, 3);
 	GcraLimit	l10 = limit_of(10.0, 10);
-	GcraBucket	absent = {false, 0, 0};
+	GcraBucket	absent = {0};
 	GcraRequest r[4];
 	GcraDecision d[4];
 	GcraCombined c;
@@ -310,6 +310,208 @@ test_decide_all(void)
 	EQ("peek in a call: reports the normalised bucket", d[0].remaining, 2);
 }
 
+static GcraBucket
+locked_bucket(int64_t tat, int64_t interval, int64_t lock_until, int64_t lock_us)
+{
+	GcraBucket	b = {true, tat, interval, lock_until, lock_us};
+
+	return b;
+}
+
+/* 1 per minute, burst 3; locked 15 minutes, doubling to at most an hour */
+static GcraLimit
+sign_in_limit(void)
+{
+	GcraLimit	l = limit_of(1.0 / 60, 3);
+
+	if (gcra_lockout_init(&l, 900 * SEC, 2.0, 3600 * SEC, 0, NO_MAX) != GCRA_OK)
+	{
+		printf("Bail out! lockout refused\n");
+		exit(1);
+	}
+	return l;
+}
+
+static void
+test_lockout_limits(void)
+{
+	GcraLimit	l = limit_of(1.0, 1);
+
+	EQ("no lockout by default", l.lockout_us, 0);
+	EQ("lockout of 1 s accepted", gcra_lockout_init(&l, SEC, 1.0, 0, 0, NO_MAX), GCRA_OK);
+	EQ("lockout_max 0 means the lockout", l.lockout_max_us, SEC);
+	EQ("lockout under 1 s refused", gcra_lockout_init(&l, SEC - 1, 1.0, 0, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("lockout of 366 days accepted",
+	   gcra_lockout_init(&l, GCRA_MAX_LOCKOUT_US, 1.0, 0, 0, NO_MAX), GCRA_OK);
+	EQ("lockout over 366 days refused",
+	   gcra_lockout_init(&l, GCRA_MAX_LOCKOUT_US + 1, 1.0, 0, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("lockout_max below lockout refused",
+	   gcra_lockout_init(&l, 2 * SEC, 1.0, SEC, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("lockout_max over 366 days refused",
+	   gcra_lockout_init(&l, SEC, 1.0, GCRA_MAX_LOCKOUT_US + 1, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("growth below 1 refused", gcra_lockout_init(&l, SEC, 0.99, 0, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("growth of 100 accepted", gcra_lockout_init(&l, SEC, 100.0, 0, 0, NO_MAX), GCRA_OK);
+	EQ("growth above 100 refused", gcra_lockout_init(&l, SEC, 100.5, 0, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("growth NaN refused", gcra_lockout_init(&l, SEC, NAN, 0, 0, NO_MAX), GCRA_BAD_LOCKOUT);
+	EQ("now + 2 lockout_max inside the range accepted",
+	   gcra_lockout_init(&l, SEC, 1.0, 10 * SEC, 0, 20 * SEC), GCRA_OK);
+	EQ("now + 2 lockout_max past the range refused",
+	   gcra_lockout_init(&l, SEC, 1.0, 10 * SEC, 1, 20 * SEC), GCRA_TOLERANCE_TOO_LARGE);
+}
+
+static void
+test_lockout(void)
+{
+	const int64_t now = 10 * SEC;
+	const int64_t T = 60 * SEC;
+	GcraLimit	l = sign_in_limit();
+	GcraLimit	plain = limit_of(1.0 / 60, 3);
+	GcraBucket	absent = {0};
+	GcraBucket	b;
+	GcraDecision d;
+
+	d = gcra_decide(&l, &absent, now, 1);
+	EQ("lockout: an allowed request is as without one", d.allowed && !d.locked, 1);
+	EQ("lockout: an allowed request keeps no lock", d.new_lock_until_us + d.new_lock_us, 0);
+
+	b = bucket_of(now + 3 * T, T);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("starting: denied", d.allowed, 0);
+	EQ("starting: a lockout starts", d.lock_started && d.locked, 1);
+	EQ("starting: written once", d.store, 1);
+	EQ("starting: of the first length", d.new_lock_us, 900 * SEC);
+	EQ("starting: until now + L", d.new_lock_until_us, now + 900 * SEC);
+	EQ("starting: retry_after L", d.retry_after_us, 900 * SEC);
+	EQ("starting: retry_after known", d.retry_known, 1);
+	EQ("starting: remaining 0", d.remaining, 0);
+	EQ("starting: reset_after the lock's end", d.reset_after_us, 900 * SEC);
+	EQ("starting: tat unchanged", d.new_tat_us, now + 3 * T);
+
+	b = locked_bucket(now + 3 * T, T, now + 900 * SEC, 900 * SEC);
+	d = gcra_decide(&l, &b, now + 100 * SEC, 1);
+	EQ("locked: denied", d.allowed, 0);
+	EQ("locked: nothing written", d.store, 0);
+	EQ("locked: no new lockout", d.lock_started, 0);
+	EQ("locked: retry_after the lock's remainder", d.retry_after_us, 800 * SEC);
+	EQ("locked: remaining 0", d.remaining, 0);
+	EQ("locked: reset_after the lock's remainder", d.reset_after_us, 800 * SEC);
+	d = gcra_decide(&l, &b, now + 100 * SEC, 0);
+	EQ("peek while locked: allowed", d.allowed, 1);
+	EQ("peek while locked: remaining 0", d.remaining, 0);
+	EQ("peek while locked: retry_after 0", d.retry_after_us, 0);
+	EQ("peek while locked: reset_after the lock's remainder", d.reset_after_us, 800 * SEC);
+	EQ("peek while locked: not written", d.store, 0);
+	d = gcra_decide(&l, &b, now + 100 * SEC, 4);
+	EQ("cost above burst while locked: denied", d.allowed, 0);
+	EQ("cost above burst while locked: retry_after known", d.retry_known, 1);
+	EQ("cost above burst while locked: the lock's remainder", d.retry_after_us, 800 * SEC);
+	d = gcra_decide(&l, &b, now + 900 * SEC - 1, 1);
+	EQ("locked until the microsecond before lock_until", d.retry_after_us, 1);
+
+	/* a lowered limit's pending normalisation waits for the next unlocked call */
+	b = locked_bucket(now + 10 * T, 2 * T, now + 100 * SEC, 900 * SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("locked, normalisation pending: not written", d.store, 0);
+	EQ("locked: reset_after from the normalised tat", d.reset_after_us, 3 * T);
+	EQ("locked: the normalised tat", d.new_tat_us, now + 3 * T);
+
+	b = locked_bucket(now + 3 * T, T, now + 900 * SEC, 900 * SEC);
+	d = gcra_decide(&l, &b, now + 900 * SEC, 1);
+	EQ("at lock_until: no longer locked", d.allowed && !d.locked, 1);
+	EQ("at lock_until: the allowed request keeps the lock state",
+	   d.new_lock_until_us == now + 900 * SEC && d.new_lock_us == 900 * SEC, 1);
+
+	b = locked_bucket(now + 3 * T, T, now - 899 * SEC, 900 * SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("growing: offending within the last lockout's length", d.lock_started, 1);
+	EQ("growing: L doubled", d.new_lock_us, 1800 * SEC);
+	EQ("growing: retry_after L", d.retry_after_us, 1800 * SEC);
+	b = locked_bucket(now + 3 * T, T, now - 900 * SEC, 900 * SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("forgiven: after as long as it lasted, the first length", d.new_lock_us, 900 * SEC);
+	b = locked_bucket(now + 3 * T, T, now - SEC, 3000 * SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("capped at lockout_max", d.new_lock_us, 3600 * SEC);
+	b = locked_bucket(now + 3 * T, T, now - SEC, 300 * SEC);
+	d = gcra_decide(&l, &b, now, 1);
+	EQ("a grown length below lockout is lockout", d.new_lock_us, 900 * SEC);
+	{
+		GcraLimit	tenth = limit_of(1.0, 1);
+
+		gcra_lockout_init(&tenth, SEC, 1.1, 10 * SEC, 0, NO_MAX);
+		b = locked_bucket(now + SEC, SEC, now - 1, 3 * SEC);
+		d = gcra_decide(&tenth, &b, now, 1);
+		EQ("growth as one double product, floored", d.new_lock_us,
+		   (int64_t) floor(3000000.0 * 1.1));
+	}
+
+	b = bucket_of(now + 3 * T, T);
+	d = gcra_decide(&l, &b, now, 4);
+	EQ("cost above burst starts no lockout", d.lock_started || d.locked, 0);
+	EQ("cost above burst: retry_after unknown", d.retry_known, 0);
+	EQ("cost above burst: nothing written", d.store, 0);
+
+	b = locked_bucket(now + 3 * T, T, now + 900 * SEC, 900 * SEC);
+	d = gcra_decide(&plain, &b, now, 1);
+	EQ("lockout removed from the policy: a stored lock is ignored", d.locked, 0);
+	EQ("lockout removed: GCRA decides", d.retry_after_us, T);
+	b = locked_bucket(now + T, T, now + 900 * SEC, 900 * SEC);
+	d = gcra_decide(&plain, &b, now, 1);
+	EQ("lockout removed: an allowed request keeps the stored lock",
+	   d.allowed && d.new_lock_until_us == now + 900 * SEC && d.new_lock_us == 900 * SEC, 1);
+
+	b = locked_bucket(now, T, now - 900 * SEC, 900 * SEC);
+	EQ("forgotten once tat and lock_until + lock_us have passed",
+	   gcra_bucket_forgotten(&b, now), 1);
+	b = locked_bucket(now, T, now - 899 * SEC, 900 * SEC);
+	EQ("not forgotten while a new offence would grow the lockout",
+	   gcra_bucket_forgotten(&b, now), 0);
+	b = locked_bucket(now + 1, T, now - 900 * SEC, 900 * SEC);
+	EQ("not forgotten while tat is ahead", gcra_bucket_forgotten(&b, now), 0);
+	EQ("an absent bucket is forgotten", gcra_bucket_forgotten(&absent, now), 1);
+}
+
+static void
+test_lockout_decide_all(void)
+{
+	const int64_t now = 20 * SEC;
+	const int64_t T = 60 * SEC;
+	GcraLimit	l = sign_in_limit();
+	GcraLimit	l10 = limit_of(10.0, 10);
+	GcraBucket	absent = {0};
+	GcraRequest r[3];
+	GcraDecision d[3];
+	GcraCombined c;
+
+	r[0] = request_of(l10, absent, 1, false);
+	r[1] = request_of(l, bucket_of(now + 3 * T, T), 1, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("a lockout starting in a call denies it", c.allowed, 0);
+	EQ("its retry_after is known", c.retry_known, 1);
+	EQ("its retry_after is L", c.retry_after_us, 900 * SEC);
+	EQ("it binds", c.binding, 1);
+	EQ("the lockout is written though the call is denied", d[1].store && d[1].lock_started, 1);
+	EQ("nothing else is spent", d[0].store, 0);
+
+	r[1] = request_of(l, locked_bucket(now + 3 * T, T, now + 100 * SEC, 900 * SEC), 5, false);
+	r[2] = request_of(l10, bucket_of(now + SEC, SEC / 10), 1, false);
+	c = gcra_decide_all(r, 3, now, d);
+	EQ("a locked request above burst denies with a known retry_after", c.retry_known, 1);
+	EQ("the lock's remainder binds", c.retry_after_us, 100 * SEC);
+	EQ("a locked request writes nothing", d[1].store, 0);
+
+	r[1] = request_of(l, locked_bucket(now + 3 * T, T, now + 100 * SEC, 900 * SEC), 0, false);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("a peek at a locked key does not deny the call", c.allowed, 1);
+	EQ("and its remaining 0 is the least", c.remaining, 0);
+
+	r[1] = request_of(l, bucket_of(now + 3 * T, T), 1, true);
+	c = gcra_decide_all(r, 2, now, d);
+	EQ("shadow: a would-be lockout does not deny", c.allowed, 1);
+	EQ("shadow: the lockout is started and written", d[1].lock_started && d[1].store, 1);
+	EQ("shadow: the enforced request spends", d[0].store, 1);
+}
+
 int
 main(void)
 {
@@ -317,6 +519,9 @@ main(void)
 	test_decisions();
 	test_limit_changes();
 	test_decide_all();
+	test_lockout_limits();
+	test_lockout();
+	test_lockout_decide_all();
 	printf("1..%d\n", tests_run);
 	return tests_failed != 0;
 }

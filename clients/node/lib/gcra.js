@@ -3,12 +3,18 @@
 // (BigInt), so that this client decides exactly as the server's rl_take and
 // the C client do; test/vectors/gcra.json proves it.  Times are BigInt
 // microseconds on an epoch chosen by the caller; a bucket is
-// { present, tatUs, intervalUs }, a limit { intervalUs, toleranceUs, burst }.
+// { present, tatUs, intervalUs, lockUntilUs, lockUs } (the lock fields 0n
+// when the key was never locked), a limit { intervalUs, toleranceUs, burst,
+// lockoutUs, lockoutMaxUs, lockoutGrowth } (lockoutUs 0n: no lockout).
 
 const MAX_RATE = 1000000;
 // the last microsecond a timestamptz can hold, on PostgreSQL's epoch
 const PG_MAX_TIME_US = 9223371331200000000n - 1n;
 const INT64_MAX = (1n << 63n) - 1n;
+// the longest lockout, and the largest growth, a policy may ask for
+const MAX_LOCKOUT_US = 366n * 86400n * 1000000n;
+const MIN_LOCKOUT_US = 1000000n;
+const MAX_LOCKOUT_GROWTH = 100;
 
 const ERRORS = {
   bad_rate: 'rate must be a finite number of requests per second above 0 and at most 1000000',
@@ -16,6 +22,8 @@ const ERRORS = {
   bad_cost: 'cost must not be negative',
   tolerance_too_large:
     'burst divided by rate is too long a tolerance: now + 2 * burst / rate must stay inside the timestamp range',
+  bad_lockout:
+    'lockout must be 1 second to 366 days, lockout_growth 1 to 100, and lockout_max from lockout to 366 days',
 };
 
 // gcra_limit_init: { limit } or { error } (a key of ERRORS).
@@ -34,7 +42,47 @@ function limitInit(rate, burst, nowUs, maxTimeUs) {
   if (toleranceUs > INT64_MAX || 2n * toleranceUs > INT64_MAX || horizon > INT64_MAX || horizon > maxTimeUs) {
     return { error: 'tolerance_too_large' };
   }
-  return { limit: { intervalUs, toleranceUs, burst } };
+  return { limit: { intervalUs, toleranceUs, burst, lockoutUs: 0n, lockoutMaxUs: 0n, lockoutGrowth: 1 } };
+}
+
+// gcra_lockout_init: { limit } (a copy of limit with a lockout of lockoutUs,
+// growing by growth up to maxUs; maxUs 0n: lockoutUs) or { error }.
+// now + 2 * maxUs must stay inside the time range, so that a lockout's end
+// and its forgiveness fit.
+function lockoutInit(limit, lockoutUs, growth, maxUs, nowUs, maxTimeUs) {
+  if (maxUs === 0n) maxUs = lockoutUs;
+  // !(>= && <=) refuses NaN as C's does
+  if (lockoutUs < MIN_LOCKOUT_US || lockoutUs > MAX_LOCKOUT_US ||
+      maxUs < lockoutUs || maxUs > MAX_LOCKOUT_US ||
+      typeof growth !== 'number' || !(growth >= 1 && growth <= MAX_LOCKOUT_GROWTH)) {
+    return { error: 'bad_lockout' };
+  }
+  if (nowUs > maxTimeUs - 2n * maxUs) return { error: 'tolerance_too_large' };
+  return { limit: { ...limit, lockoutUs, lockoutMaxUs: maxUs, lockoutGrowth: growth } };
+}
+
+// gcra_lockout_length: the length of a lockout that starts at nowUs: the
+// last one's times growth, between lockout and lockout_max, when the key
+// offends again no longer after its last lockout ended than that lockout
+// lasted; else the first length.
+function lockoutLength(limit, bucket, nowUs) {
+  if (!(bucket.present && bucket.lockUntilUs <= nowUs &&
+        nowUs - bucket.lockUntilUs < bucket.lockUs)) {
+    return limit.lockoutUs;
+  }
+  // one IEEE double product then floor, as gcra.h: Number(lockUs) is the
+  // C cast to double (exact below 2^53)
+  let grown = BigInt(Math.floor(Number(bucket.lockUs) * limit.lockoutGrowth));
+  if (grown < limit.lockoutUs) grown = limit.lockoutUs;
+  return grown > limit.lockoutMaxUs ? limit.lockoutMaxUs : grown;
+}
+
+// gcra_bucket_forgotten: whether bucket is the same as an absent one at
+// nowUs (so it may be deleted): its tat has passed, and so has the time
+// during which a new offence would lengthen its last lockout.
+function bucketForgotten(bucket, nowUs) {
+  return !bucket.present ||
+    (bucket.tatUs <= nowUs && bucket.lockUntilUs + bucket.lockUs <= nowUs);
 }
 
 // BigInt division truncates toward zero, as C's does; this floors.
@@ -50,7 +98,20 @@ function report(d, limit, nowUs, tatAfter) {
   d.resetAfterUs = tatAfter > nowUs ? tatAfter - nowUs : 0n;
 }
 
-// gcra_decide: a request of cost (a Number) at nowUs against bucket.
+// A locked key's answer: nothing left until the lock ends, and full again
+// once both the lock and the tat have passed.
+function reportLocked(d, nowUs, tatUsed, lockUntil) {
+  d.locked = true;
+  d.newTatUs = tatUsed;
+  d.remaining = 0;
+  d.resetAfterUs = (tatUsed > lockUntil ? tatUsed : lockUntil) - nowUs;
+}
+
+// gcra_decide: a request of cost (a Number) at nowUs against bucket.  Under
+// a limit with a lockout, a key locked at nowUs is denied (a peek allowed)
+// without spending or storing anything, not even the normalised debt; a
+// denial of a request the burst can hold starts a lockout, stored with the
+// bucket.  Without one, a stored lock is kept and ignored.
 function decide(limit, bucket, nowUs, cost) {
   const T = limit.intervalUs;
   const tau = limit.toleranceUs;
@@ -66,9 +127,18 @@ function decide(limit, bucket, nowUs, cost) {
   }
   const tatUsed = nowUs + debt;
   const d = {
-    allowed: false, store: false, normalised, newTatUs: 0n, remaining: 0,
+    allowed: false, store: false, normalised: false, locked: false, lockStarted: false,
+    newTatUs: 0n, newLockUntilUs: bucket.present ? bucket.lockUntilUs : 0n,
+    newLockUs: bucket.present ? bucket.lockUs : 0n, remaining: 0,
     retryKnown: true, retryAfterUs: 0n, resetAfterUs: 0n,
   };
+  if (limit.lockoutUs > 0n && bucket.present && nowUs < bucket.lockUntilUs) {
+    // locked: not normalised, not stored
+    d.allowed = cost === 0;
+    d.retryAfterUs = cost === 0 ? 0n : bucket.lockUntilUs - nowUs;
+    reportLocked(d, nowUs, tatUsed, bucket.lockUntilUs);
+    return d;
+  }
   let tatAfter;
   if (cost === 0) {
     d.allowed = true;
@@ -82,7 +152,19 @@ function decide(limit, bucket, nowUs, cost) {
     if (!d.allowed) d.retryAfterUs = newTat - nowUs - tau;
     tatAfter = d.allowed ? newTat : tatUsed;
   }
+  d.normalised = normalised;
   d.store = cost > 0 && (d.allowed || normalised);
+  if (!d.allowed && d.retryKnown && limit.lockoutUs > 0n) {
+    // written although denied, with any normalisation
+    const length = lockoutLength(limit, bucket, nowUs);
+    d.lockStarted = true;
+    d.store = true;
+    d.newLockUntilUs = nowUs + length;
+    d.newLockUs = length;
+    d.retryAfterUs = length;
+    reportLocked(d, nowUs, tatUsed, d.newLockUntilUs);
+    return d;
+  }
   report(d, limit, nowUs, tatAfter);
   return d;
 }
@@ -132,4 +214,7 @@ function decideAll(requests, nowUs) {
   return { combined: combine(decisions, shadow), decisions };
 }
 
-module.exports = { MAX_RATE, PG_MAX_TIME_US, ERRORS, limitInit, decide, decideAll };
+module.exports = {
+  MAX_RATE, PG_MAX_TIME_US, MAX_LOCKOUT_US, MIN_LOCKOUT_US, MAX_LOCKOUT_GROWTH, ERRORS,
+  limitInit, lockoutInit, lockoutLength, bucketForgotten, decide, decideAll,
+};

@@ -7,7 +7,8 @@
 const NEVER = -(1n << 63n);	// a bucket that is absent: full since ever
 const PINNED = (1n << 63n) - 1n;
 
-const emptyBucket = () => ({ present: false, tatUs: 0n, intervalUs: 0n });
+// never locked: no client limit has a lockout yet, so set() keeps these 0n
+const emptyBucket = () => ({ present: false, tatUs: 0n, intervalUs: 0n, lockUntilUs: 0n, lockUs: 0n });
 
 class KeyTable {
   constructor(max) {

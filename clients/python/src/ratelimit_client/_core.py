@@ -183,7 +183,7 @@ class _Entry:
 
     def __init__(self, id_):
         self.id = id_
-        self.precheck = None    # (tat_us, interval_us): this process's round trips, 2 x burst
+        self.precheck = None    # a gcra bucket: this process's round trips, 2 x burst
         self.memory = None      # the database's last answer, continued in an outage
         self.pinned = False     # in use by the call being decided: kept
         self.full_at = -math.inf
@@ -248,7 +248,8 @@ class _Table:
         return e
 
     def set(self, e, which, tat_us, interval_us):
-        setattr(e, which, (tat_us, interval_us))
+        # the database's answer carries no lock
+        setattr(e, which, (tat_us, interval_us, 0, 0))
         self.fix(e)
 
     def pin(self, e, pinned):
@@ -473,7 +474,7 @@ class Core:
         pre, decisions = gcra.decide_all(requests, now)
         for d, e, r in zip(decisions, entries, requests):
             if d.store:
-                e.precheck = (d.new_tat_us, r.limit.interval_us)
+                e.precheck = (d.new_tat_us, r.limit.interval_us, d.new_lock_until_us, d.new_lock_us)
             if pin:
                 table.pin(e, False)
             else:
@@ -525,7 +526,7 @@ class Core:
                 [gcra.Request(it.limit, e.memory, it.cost, it.shadow) for it, e in zip(items, entries)], now)
             for dd, e, it in zip(decisions, entries, items):
                 if dd.store:
-                    e.memory = (dd.new_tat_us, it.limit.interval_us)
+                    e.memory = (dd.new_tat_us, it.limit.interval_us, dd.new_lock_until_us, dd.new_lock_us)
             b = combined.binding
             d = Decision(combined.allowed, combined.remaining,
                          combined.retry_after_us / 1e6 if combined.retry_known else math.inf,
@@ -556,7 +557,8 @@ class Core:
             b = getattr(e, which)
             if b is not None and b[0] > now:
                 tat = max(now, b[0] - item.cost * b[1])
-                setattr(e, which, (tat, b[1]))
+                # a refund never ends a lockout
+                setattr(e, which, (tat, b[1], b[2], b[3]))
                 changed |= which == "memory" and tat != b[0]
         self.table.fix(e)
         return changed
