@@ -382,6 +382,9 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
 	Assert(!isnull);
 	bucket->interval_us = DatumGetInt64(slot_getattr(slot, ATT_INTERVAL, &isnull));
 	Assert(!isnull && bucket->interval_us > 0);
+	/* no limit locks a key yet */
+	bucket->lock_until_us = 0;
+	bucket->lock_us = 0;
 }
 
 /*

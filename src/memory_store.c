@@ -169,6 +169,9 @@ bucket_of_slot(const MemorySlot *slot, GcraBucket *bucket)
 	bucket->present = true;
 	bucket->tat_us = slot->tat_us;
 	bucket->interval_us = slot->interval_us;
+	/* no limit locks a key yet */
+	bucket->lock_until_us = 0;
+	bucket->lock_us = 0;
 }
 
 static GcraDecision
@@ -472,7 +475,7 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 {
 	Oid			store_relid = bucket_store_relid();
 	CallSets	sets;
-	MemorySlot *slots[GCRA_MAX_REQUESTS];
+	MemorySlot *slots[GCRA_MAX_REQUESTS] = {0};
 	BucketAccess *rows[GCRA_MAX_REQUESTS] = {0};
 	bool		spilled[GCRA_MAX_REQUESTS] = {0};
 	GcraRequest gcra[GCRA_MAX_REQUESTS] = {0};
@@ -662,11 +665,7 @@ memory_store_read(bytea *key, GcraBucket *bucket)
 	LWLockAcquire(&set->lock, LW_SHARED);
 	slot = find_slot(set, digest, bucket_store_relid());
 	if (slot != NULL)
-	{
-		bucket->present = true;
-		bucket->tat_us = slot->tat_us;
-		bucket->interval_us = slot->interval_us;
-	}
+		bucket_of_slot(slot, bucket);
 	LWLockRelease(&set->lock);
 	return slot != NULL;
 }
