@@ -43,7 +43,7 @@ rl_install_packages() {
 
 # rl_apt_install LOG PKG...: apt-get update, then install PKG... without
 # their recommendations, every line of output appended to LOG.  A failed
-# update is tried once more (then the lists there are serve); a failed
+# update is tried once more (then the lists already there serve); a failed
 # install once more after dpkg --configure -a has finished what the first
 # left unconfigured (a maintainer script that failed once).  Each failed step
 # shows why (rl_apt).
