@@ -133,9 +133,32 @@ sub start_nginx
 		"#!/bin/sh\nexec /usr/sbin/nginx -e '$dir/error.log' -c '$etc/nginx.conf' \"\$@\"\n");
 	chmod 0755, "$dir/bin/nginx";
 	local $ENV{PATH} = "$dir/bin:$ENV{PATH}";
+	my $master = slurp_file("$dir/nginx.pid") =~ s/\s+//gr;
+	my @old = nginx_workers($master);
 	ok(IPC::Run::run([ 'sh', '-ec', $steps ], '>', \$out, '2>', \$err),
 		"$name: the README's nginx steps run as printed") or diag("$out$err");
+	# a reload starts new workers; the old ones still take requests until
+	# they exit
+	for (1 .. 600)
+	{
+		last unless grep { kill 0, $_ } @old;
+		select(undef, undef, undef, 0.1);
+	}
 	return ($port, $h, $dir);
+}
+
+# nginx_workers(MASTER PID): the pids of its worker processes
+sub nginx_workers
+{
+	my ($master) = @_;
+	my @workers;
+	for my $pid (map { m{/(\d+)$} } glob('/proc/[0-9]*'))
+	{
+		open my $fh, '<', "/proc/$pid/stat" or next;
+		my $stat = <$fh> // '';
+		push @workers, $pid if $stat =~ /\) \S+ (\d+) / && $1 == $master;
+	}
+	return @workers;
 }
 
 # the README's pgbouncer.ini and userlist, on this test's ports and files
@@ -187,7 +210,7 @@ sub start_readme_pgbouncer
 	($out, $err) = ('', '');
 	ok(IPC::Run::run([ 'sh', '-ec', $steps ], '>', \$out, '2>', \$err),
 		"the README's userlist line and restart, with Debian's script") or diag("$out$err");
-	wait_for_port($port) or diag("$out$err" . slurp_file("$dir/pgbouncer.log"));
+	wait_for_port($port) or diag(-e "$dir/pgbouncer.log" ? slurp_file("$dir/pgbouncer.log") : "no log");
 	return ($port);
 }
 
@@ -304,11 +327,11 @@ sub check_program
 
 # the troubleshooting row "every sign-in is 429 from the start": without the
 # password in the connection string, as the row quotes each language's warning
-my ($no_password_row) = $readme =~ /^\| every sign-in is `429` from the start \|([^\n]*)/m
-  or die "no troubleshooting row for every sign-in 429\n";
 sub check_no_password
 {
 	my ($language) = @_;
+	my ($no_password_row) = $readme =~ /^\| every sign-in is `429` from the start \|([^\n]*)/m
+	  or die "no troubleshooting row for every sign-in 429\n";
 	my ($want) = $no_password_row =~ /\b\Q\u$language\E's `([^`]+)`/
 	  or die "the row quotes no text of $language\n";
 	my $program = $programs{$language};

@@ -185,7 +185,7 @@ note("$checked results checked");
 my $fresh = PostgreSQL::Test::Cluster->new('stores_switch');
 $fresh->init;
 $fresh->start;
-my $switch = doc_block('sql', qr/^-- as a superuser, then restart the server\n[^\n]*\nALTER SYSTEM SET shared_preload_libraries/);
+my $switch = doc_block('sql', qr/^-- as a superuser, then restart the server\n(?:[^\n]*\n)?ALTER SYSTEM SET shared_preload_libraries/);
 my ($ret, $out, $err) = $fresh->psql('postgres', $switch, extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
 is($ret, 0, 'the switch to the memory store of docs/stores.md runs without the library preloaded') or diag($err);
 $fresh->restart;
