@@ -360,7 +360,7 @@ my ($bport) = start_readme_pgbouncer();
 for my $language (qw(python node go))
 {
 	check_program($language, language => $language, restart => 1);
-	check_program("$language through PgBouncer", language => $language, db_port => $bport, restart => 1);
+	check_program("$language through PgBouncer", language => $language, db_port => $bport);
 	check_no_password($language);
 }
 
