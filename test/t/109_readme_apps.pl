@@ -33,12 +33,14 @@ use Time::HiRes qw(time);
 my $src = $ENV{RL_SRC};
 my $tmp = PostgreSQL::Test::Utils::tempdir();
 my $node = debian_node('readme_apps');
-# PgBouncer, started as a daemon by Debian's script: its folder
-my $bouncer_dir;
+# PgBouncer, started as a daemon by Debian's script: its folder; and the
+# programs and nginx started, stopped even when the test dies
+my ($bouncer_dir, @started);
 END
 {
 	local $?;
 	thaw_cluster($node) if $node;
+	$_->kill_kill for grep { $_->pumpable } @started;
 	IPC::Run::run([ "$bouncer_dir/init", 'stop' ], '>', \my $out, '2>&1') if $bouncer_dir;
 }
 
@@ -118,6 +120,7 @@ sub start_nginx
 	PostgreSQL::Test::Utils::append_to_file("$etc/conf.d/app.conf", $conf);
 	my $h = IPC::Run::start([ 'nginx', '-e', "$dir/error.log", '-c', "$etc/nginx.conf", '-g', 'daemon off;' ],
 		'>', "$dir/stdout.log", '2>&1');
+	push @started, $h;
 	wait_for_port($port) or diag(slurp_file("$dir/stdout.log") . slurp_file("$dir/error.log"));
 	# the troubleshooting row: beside the default site, the server block
 	# gets no request
@@ -253,6 +256,7 @@ sub check_program
 	$node->safe_psql('app', 'DELETE FROM rl_buckets');
 
 	my $app = IPC::Run::start($program->{cmd}, '>', "$dir/app.log", '2>&1');
+	push @started, $app;
 	ok(wait_for_port($app_port), "$name: the program listens") or diag(slurp_file("$dir/app.log"));
 	my ($port, $nginx) = start_nginx($name, $app_port);
 	# its first call reads the policies: wait for it, as a user's first request would
@@ -341,6 +345,7 @@ sub check_no_password
 	local %ENV = (%ENV, %{ $program->{env} }, PGPORT => $node->port,
 		DATABASE_URL => $no_password, PORT => $app_port);
 	my $app = IPC::Run::start($program->{cmd}, '>', "$dir/app.log", '2>&1');
+	push @started, $app;
 	ok(wait_for_port($app_port), "$language without the password: the program listens");
 	# a warning per limiter and interval: the first may be a connection that
 	# took longer than the deadline
