@@ -1,4 +1,4 @@
-// sign_in.js: npm install express@5 /path/to/ratelimit/clients/node
+// sign_in.js, in the application's folder: npm install --install-links express@5 /path/to/ratelimit/clients/node
 // DATABASE_URL=postgres://web:change-me@localhost/app node sign_in.js
 const express = require('express');
 const { RateLimiter, rateLimit } = require('ratelimit-client');
@@ -23,5 +23,11 @@ app.post('/login', (req, res, next) => {
   }
   await limiter.refund('sign_in_failures', req.body.email);   // signed in: only failures count
   res.send('Signed in\n');
+});
+// the client's errors (a bad use, a revoked privilege; never an outage) are
+// logged, and the user gets a plain 500, without the stack or the server's paths
+app.use((err, req, res, next) => {
+  console.error(err);
+  res.status(500).send('Internal error\n');
 });
 app.listen(Number(process.env.PORT ?? 3000), '127.0.0.1');

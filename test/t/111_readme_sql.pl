@@ -6,8 +6,13 @@
 # that ends in "-- RESULT" must print RESULT (columns separated by " | ");
 # a shell command followed by "# RESULT" must print RESULT.  Every setup
 # statement is run twice, as a reader who comes back would, and must not
-# fail the second time.  The first block, the illustration at the top, runs
-# in a database of its own: it comes before the install.
+# fail the second time.  A block that says "then restart the server" is
+# followed by a restart, after which each setting it sets by ALTER SYSTEM has
+# its value, and each it resets its default.  The first block, the
+# illustration at the top, runs in a database of its own: it comes before the
+# install.  Then the upgrade section's promise: a database still at 1.1,
+# served by this library, already refuses the explicit form for a limiter
+# with a policy, and the README's check names it.
 use strict;
 use warnings;
 use lib "$ENV{RL_SRC}/test/docs";
@@ -132,6 +137,22 @@ for my $block (@blocks)
 			is(results_normal($outs[$i] // ''), results_normal($want), "sql ($first): $line1 prints $want");
 		}
 	}
+	if ($first =~ /then restart the server/)
+	{
+		$node->restart;
+		for my $stmt (map { $_->[0] } @stmts)
+		{
+			if ($stmt =~ /^ALTER SYSTEM SET (\S+) = '?([^';]*)'?;/m)
+			{
+				is($node->safe_psql('app', "SHOW $1"), $2, "after the restart, $1 is $2");
+			}
+			elsif ($stmt =~ /^ALTER SYSTEM RESET (\S+);/m)
+			{
+				is($node->safe_psql('app', "SELECT setting = boot_val FROM pg_settings WHERE name = '$1'"),
+					't', "after the restart, $1 is its default");
+			}
+		}
+	}
 }
 cmp_ok($sql_blocks, '>=', 6, "the README has $sql_blocks SQL blocks after the illustration");
 cmp_ok($sh_lines, '>=', 3, "and $sh_lines psql and createdb lines");
@@ -142,6 +163,18 @@ is($node->safe_psql('app', q{SELECT extname FROM pg_extension WHERE extname = 'r
 my ($ret, $out, $err) = run([ 'psql', '-X', '-At', '-d', $web, '-c', 'BEGIN; SELECT rl_take(\'x\', \'y\', 1, 1); COMMIT' ]);
 like($err, qr/rl_take cannot run inside a transaction block/,
 	'web\'s decisions in a transaction block are refused, as the README sets it');
+
+
+# the upgrade: the rule of 1.2 comes with the library, before ALTER EXTENSION
+$node->safe_psql('postgres', 'CREATE DATABASE at_1_1');
+$node->safe_psql('at_1_1', q{CREATE EXTENSION ratelimit VERSION '1.1';
+	INSERT INTO rl_policies (limiter, rate, burst) VALUES ('sign_in_ip', 5.0 / 60, 5)});
+($ret, $out, $err) = run([ 'psql', '-X', '-At', '-d', 'at_1_1', '-v', 'VERBOSITY=verbose',
+	'-c', q{SELECT rl_take('sign_in_ip', 'x', 1, 100)} ]);
+like($err, qr/42501:.*has a policy/, 'a database at 1.1 refuses the explicit form for a limiter with a policy');
+my $check = doc_block('sql', qr/^-- as a superuser, in each database with the extension: the limiters with a policy/);
+($ret, $out, $err) = run([ 'psql', '-X', '-At', '-v', 'ON_ERROR_STOP=1', '-d', 'at_1_1' ], $check);
+is($out, "sign_in_ip\n", "the README's check names it, at 1.1") or diag($err);
 
 $node->stop;
 done_testing();

@@ -3,7 +3,9 @@
 # create it).  A SELECT whose line ends in "-- RESULT" must print RESULT
 # (columns separated by " | "; "A, then B" when run twice); a block that
 # shows psql's table prints that table; statements with $1, $2 are prepared
-# and run with sample addresses.
+# and run with sample addresses.  The switch to the memory store also runs on
+# a server that does not preload the library yet, and takes effect at its
+# restart.
 use strict;
 use warnings;
 use lib "$ENV{RL_SRC}/test/docs";
@@ -177,6 +179,18 @@ is( $stdout,
 	$node->safe_psql('partition', q{SELECT rl_shard_hash('auth_login', 'ada@example.com') % 2}),
 	'the Python of docs/proxy.md names the partition the proxy routes to');
 note("$checked results checked");
+
+# The stores page's switch, as printed, on a server that does not preload
+# the library yet: it runs, and after the restart the store is memory.
+my $fresh = PostgreSQL::Test::Cluster->new('stores_switch');
+$fresh->init;
+$fresh->start;
+my $switch = doc_block('sql', qr/^-- as a superuser, then restart the server\n(?:[^\n]*\n)?ALTER SYSTEM SET shared_preload_libraries/);
+my ($ret, $out, $err) = $fresh->psql('postgres', $switch, extra_params => [ '-v', 'ON_ERROR_STOP=1' ]);
+is($ret, 0, 'the switch to the memory store of docs/stores.md runs without the library preloaded') or diag($err);
+$fresh->restart;
+is($fresh->safe_psql('postgres', 'SHOW ratelimit.store'), 'memory', 'and after the restart the store is memory');
+$fresh->stop;
 
 sub code_only { join("\n", map { sql_code($_) } split /\n/, $_[0]) . "\n" }
 

@@ -30,8 +30,9 @@ func main() {
 		ip, _ := ratelimit.IPKey(ratelimit.RequestIP(r, nginx), 64)
 		// both policies, all or nothing: 429 when either refuses
 		d, err := rl.TakeAllPolicy(r.Context(), []ratelimit.Request{address.Request(ip, 1), failures.Request(email, 1)})
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError) // bad use, never an outage
+		if err != nil { // a bad use or a revoked privilege, never an outage
+			log.Print(err)
+			http.Error(w, "Internal error", http.StatusInternalServerError)
 			return
 		}
 		if !d.Allowed {
@@ -43,7 +44,11 @@ func main() {
 			http.Error(w, "Wrong e-mail address or password", http.StatusUnauthorized)
 			return
 		}
-		failures.Refund(r.Context(), email, 1) // signed in: only failures count
+		if _, err := failures.Refund(r.Context(), email, 1); err != nil { // signed in: only failures count
+			log.Print(err)
+			http.Error(w, "Internal error", http.StatusInternalServerError)
+			return
+		}
 		w.Write([]byte("Signed in\n"))
 	})
 	port := os.Getenv("PORT")
