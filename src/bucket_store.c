@@ -395,15 +395,19 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
  * Under SERIALIZABLE an index scan with an MVCC snapshot takes predicate
  * locks and checks for conflicts, which concurrent decisions on a key turn
  * into serialization failures, though the row lock already orders them.  So
- * the scan uses SnapshotAny, which does neither, and each version it returns
- * is tested against the fresh snapshot: the same row version as a scan with
- * that snapshot finds.  (A snapshot that is not MVCC, SnapshotSelf, would
- * miss a row whose non-HOT update commits during the scan: the new
- * version's index entry read before the commit, the old one's after.)
+ * there the scan uses SnapshotAny, which does neither, and each version it
+ * returns is tested against the fresh snapshot: the same row version as a
+ * scan with that snapshot finds.  (A snapshot that is not MVCC, SnapshotSelf,
+ * would miss a row whose non-HOT update commits during the scan: the new
+ * version's index entry read before the commit, the old one's after.)  Other
+ * isolation levels take no predicate locks, and keep the MVCC scan: it walks
+ * a hot key's HOT chain under one buffer lock, where SnapshotAny returns each
+ * dead version of it in turn (a quarter more instructions per decision).
  */
 static void
 read_bucket(BucketAccess *access, GcraBucket *bucket)
 {
+	bool		serializable = IsolationIsSerializable();
 	ScanKeyData skey;
 	IndexScanDesc scan;
 
@@ -413,11 +417,13 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
 
 	ScanKeyInit(&skey, ATT_KEY, BTEqualStrategyNumber, F_BYTEAEQ,
 				PointerGetDatum(access->key));
-	scan = rl_index_beginscan(access->heap, access->index, SnapshotAny, 1, 0);
+	scan = rl_index_beginscan(access->heap, access->index,
+							  serializable ? SnapshotAny : access->snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	bucket->present = false;
 	while (index_getnext_slot(scan, ForwardScanDirection, access->found))
-		if (table_tuple_satisfies_snapshot(access->heap, access->found,
+		if (!serializable ||
+			table_tuple_satisfies_snapshot(access->heap, access->found,
 										   access->snapshot))
 		{
 			bucket_from_slot(access->found, bucket);
