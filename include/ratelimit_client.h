@@ -505,6 +505,9 @@ rl_check_arguments(const char *limiter, const char *key, double rate,
 			return RL_BAD_COST;
 		case GCRA_TOLERANCE_TOO_LARGE:
 			return RL_TOLERANCE_TOO_LARGE;
+		case GCRA_BAD_LOCKOUT:
+			/* a lockout is a policy's, refused as the database refuses one */
+			return RL_REFUSED;
 	}
 	if (cost < 0)
 		return RL_BAD_COST;
