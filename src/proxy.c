@@ -35,6 +35,7 @@
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #include "ratelimit.h"
@@ -260,6 +261,47 @@ positions_to_refund(TakenPart *t, const char *schema)
 }
 
 /*
+ * positions_to_refund, or NULL with a warning when the part's shard cannot
+ * be asked: its cells stay spent, as when the refund itself cannot reach it,
+ * and the other parts are still given back.  In SPI, whose connection the
+ * subtransaction leaves open.
+ */
+static char *
+positions_to_refund_or_warn(TakenPart *t, const char *schema)
+{
+	MemoryContext caller = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	char	   *volatile positions = NULL;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(caller);
+	PG_TRY();
+	{
+		positions = positions_to_refund(t, schema);
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(caller);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("ratelimit_proxy could not refund a part after a denied rl_take_all: %s",
+						edata->message),
+				 errdetail("The cells of the elements %s stay spent.",
+						   array_text(t->idx))));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(caller);
+	CurrentResourceOwner = owner;
+	return positions;
+}
+
+/*
  * rl_proxy_taken(): the parts remembered as taken since the call began, each
  * once, with only the positions that spent: what rl_proxy_refund_taken gives
  * back.
@@ -276,7 +318,7 @@ rl_proxy_taken(PG_FUNCTION_ARGS)
 	foreach(lc, taken)
 	{
 		TakenPart  *t = lfirst(lc);
-		char	   *idx = positions_to_refund(t, schema);
+		char	   *idx = positions_to_refund_or_warn(t, schema);
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, t->costs == NULL};
 

@@ -47,6 +47,8 @@
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
@@ -368,6 +370,13 @@ forget_dropped_databases(void)
 	/* each database once, however many names it counts */
 	qsort(dboids, n, sizeof(Oid), oid_cmp);
 	n = qunique(dboids, n, sizeof(Oid), oid_cmp);
+
+	/*
+	 * A database created since this transaction last looked at the catalog
+	 * is not dropped: read pg_database as it is now.
+	 */
+	AcceptInvalidationMessages();
+	InvalidateCatalogSnapshot();
 	for (k = 0; k < n; k++)
 		if (!SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dboids[k])))
 			dboids[ndropped++] = dboids[k];

@@ -109,7 +109,7 @@ rl_dpkg() {
 	local out try
 	for try in $(seq 120); do
 		out=$(dpkg "$@" 2>&1) && { echo "$out"; return 0; }
-		grep -q 'lock' <<<"$out" || break
+		grep -Eq 'frontend lock|locked by another process|database is locked' <<<"$out" || break
 		sleep 5
 	done
 	echo "$out"

@@ -317,6 +317,22 @@ SKIP:
 		'a shadow key denied in shadow, taken and refunded directly');
 	is(proxy($shadow_left), '0', '... is given no cell either');
 
+	# a shard whose policies cannot be read when the refund asks which of its
+	# pairs spent keeps its cells spent, with a warning, and the call is
+	# answered (shard 0 decides by its policies, by column number, while the
+	# refund's SELECT of shadow fails)
+	$shards[0]->safe_psql('postgres', 'ALTER TABLE rl_policies RENAME COLUMN shadow TO hidden');
+	my ($ret, $out, $warning) = $proxy->psql('postgres',
+		"SET ROLE taker; SELECT allowed, limiter FROM rl_take_all('{ip,login}', '{$i0,$l1}')");
+	is("$ret|$out", '0|f|login',
+		'a shard that cannot be asked at the refund: the call is still answered, denied');
+	like($warning, qr/WARNING:  ratelimit_proxy could not refund a part after a denied rl_take_all: .*(hidden|shadow)/,
+		'... with a warning saying why');
+	is(proxy($remaining), $before - 1, '... and that shard\'s cell stays spent');
+	$shards[0]->safe_psql('postgres',
+		"ALTER TABLE rl_policies RENAME COLUMN hidden TO shadow; SELECT rl_reset('ip', '$i0')");
+	$before = proxy($remaining);
+
 	# the cross-shard path runs with the caller's rights
 	like(psql_error($proxy, "SET ROLE stranger; SELECT rl_take_all('{ip,ip}', '{$i0,$i1}')"),
 		qr/permission denied for foreign server ratelimit/,
