@@ -84,7 +84,7 @@ build_depends_cover() {
 	sort -u <<<"$files" | xargs realpath -s | xargs dpkg -S | sed 's/: .*//' |
 		perl "$(dirname "$0")/build_depends.pl" "$work/control.committed" "$tree/debian/control.in"
 }
-check 'Build-Depends names the packages of the headers, libraries and tools the build uses' \
+check 'Build-Depends names the packages of the headers, libraries and programs the build uses' \
 	build_depends_cover
 
 version=$(cd "$tree" && dpkg-parsechangelog -S Version)
