@@ -49,11 +49,18 @@
 #include "pg_compat.h"
 #include "ratelimit.h"
 
-/* rl_buckets columns, checked when the table is first found */
+/*
+ * rl_buckets columns, checked when the table is first found: 1.0's three,
+ * and from 1.3 the lock of a key (NULL, NULL: never locked).  The library
+ * serves a database whose extension is not updated yet with the table it has.
+ */
 #define ATT_KEY 1
 #define ATT_TAT 2
 #define ATT_INTERVAL 3
-#define BUCKET_NATTS 3
+#define ATT_LOCK_UNTIL 4
+#define ATT_LOCK_US 5
+#define BUCKET_NATTS_1_0 3
+#define BUCKET_NATTS 5
 
 typedef enum StorePlan
 {
@@ -65,7 +72,8 @@ typedef enum StorePlan
 
 typedef struct StorePlanDef
 {
-	const char *sql;			/* %1$s is the qualified table name */
+	/* %1$s is the qualified table name, %2$s the test of a passed bucket */
+	const char *sql;
 	int			nargs;
 	Oid			argtypes[3];
 } StorePlanDef;
@@ -73,6 +81,17 @@ typedef struct StorePlanDef
 #define EQ " OPERATOR(pg_catalog.=) "
 #define LT " OPERATOR(pg_catalog.<) "
 #define GT " OPERATOR(pg_catalog.>) "
+#define LE " OPERATOR(pg_catalog.<=) "
+
+/*
+ * A bucket the same as an absent one at $1 (gcra_bucket_forgotten): its tat
+ * has passed, and so has the time in which a new offence would lengthen its
+ * last lockout.  (OPERATOR() binds like any other operator: left to right.)
+ */
+#define PASSED_1_0 "tat" LT "$1"
+#define PASSED "tat" LT "$1 AND (lock_until IS NULL OR (lock_until" \
+	" OPERATOR(pg_catalog.+) (lock_us OPERATOR(pg_catalog.*)" \
+	" '1 microsecond'::pg_catalog.interval))" LE "$1)"
 
 static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	[PLAN_DELETE] = {
@@ -91,9 +110,9 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	 */
 	[PLAN_DELETE_EXPIRED] = {
 		"WITH deleted AS (DELETE FROM %1$s WHERE ctid" EQ "ANY (ARRAY("
-		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND tat" LT "$1 LIMIT $2"
+		"SELECT ctid FROM %1$s WHERE ctid" GT "$3 AND %2$s LIMIT $2"
 		" FOR UPDATE SKIP LOCKED))"
-		" AND tat" LT "$1 RETURNING ctid)"
+		" AND %2$s RETURNING ctid)"
 		" SELECT pg_catalog.count(*), pg_catalog.max(ctid) FROM deleted",
 		3, {TIMESTAMPTZOID, INT8OID, TIDOID}
 	},
@@ -120,6 +139,7 @@ static Oid	store_namespace = InvalidOid;
 static Oid	store_owner = InvalidOid;
 static Oid	store_relid = InvalidOid;
 static Oid	store_indexid = InvalidOid;
+static bool store_has_lock = false; /* rl_buckets has 1.3's lock columns */
 static uint64 store_invalidations = 0;
 static uint64 store_resolved_at = 0;	/* store_invalidations then */
 
@@ -130,6 +150,7 @@ static uint64 store_resolved_at = 0;	/* store_invalidations then */
  */
 static SPIPlanPtr store_plans[NUM_STORE_PLANS];
 static Oid	store_plans_namespace = InvalidOid;
+static bool store_plans_have_lock = false;
 
 /* the caller's identity, restored by bucket_store_disconnect */
 static Oid	saved_user;
@@ -188,6 +209,7 @@ resolve_store(Oid namespace, Oid owner)
 	static bool callbacks_registered = false;
 	uint64		invalidations_seen = store_invalidations;
 	Relation	rel;
+	TupleDesc	desc;
 	Oid			indexid;
 
 	if (!callbacks_registered)
@@ -201,9 +223,13 @@ resolve_store(Oid namespace, Oid owner)
 	rel = open_buckets(get_relname_relid("rl_buckets", namespace),
 					   AccessShareLock);
 	indexid = rl_primary_key_index(rel);
-	if (RelationGetDescr(rel)->natts != BUCKET_NATTS ||
-		TupleDescAttr(RelationGetDescr(rel), ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
-		TupleDescAttr(RelationGetDescr(rel), ATT_INTERVAL - 1)->atttypid != INT8OID ||
+	desc = RelationGetDescr(rel);
+	if ((desc->natts != BUCKET_NATTS_1_0 && desc->natts != BUCKET_NATTS) ||
+		TupleDescAttr(desc, ATT_TAT - 1)->atttypid != TIMESTAMPTZOID ||
+		TupleDescAttr(desc, ATT_INTERVAL - 1)->atttypid != INT8OID ||
+		(desc->natts == BUCKET_NATTS &&
+		 (TupleDescAttr(desc, ATT_LOCK_UNTIL - 1)->atttypid != TIMESTAMPTZOID ||
+		  TupleDescAttr(desc, ATT_LOCK_US - 1)->atttypid != INT8OID)) ||
 		!OidIsValid(indexid))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -214,6 +240,7 @@ resolve_store(Oid namespace, Oid owner)
 	store_owner = owner;
 	store_indexid = indexid;
 	store_relid = RelationGetRelid(rel);
+	store_has_lock = desc->natts == BUCKET_NATTS;
 	/* what arrived while the table was opened is for the next call */
 	store_resolved_at = invalidations_seen;
 	table_close(rel, NoLock);
@@ -236,8 +263,9 @@ prepare_store_plans(void)
 			SPI_freeplan(store_plans[i]);
 			store_plans[i] = NULL;
 		}
-		plan = SPI_prepare(psprintf(def->sql, table), def->nargs,
-						   (Oid *) def->argtypes);
+		plan = SPI_prepare(psprintf(def->sql, table,
+									store_has_lock ? PASSED : PASSED_1_0),
+						   def->nargs, (Oid *) def->argtypes);
 		if (plan == NULL)
 			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
 				 def->sql, SPI_result_code_string(SPI_result));
@@ -246,6 +274,7 @@ prepare_store_plans(void)
 		store_plans[i] = plan;
 	}
 	store_plans_namespace = store_namespace;
+	store_plans_have_lock = store_has_lock;
 }
 
 /* Run as the store's owner until bucket_store_disconnect. */
@@ -321,7 +350,8 @@ execute_plan(StorePlan which, Datum *values, const char *nulls)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (store_plans_namespace != store_namespace)
+	if (store_plans_namespace != store_namespace ||
+		store_plans_have_lock != store_has_lock)
 		prepare_store_plans();
 	rc = SPI_execute_plan(store_plans[which], values, nulls, false, 0);
 	if (rc < 0)
@@ -382,9 +412,20 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
 	Assert(!isnull);
 	bucket->interval_us = DatumGetInt64(slot_getattr(slot, ATT_INTERVAL, &isnull));
 	Assert(!isnull && bucket->interval_us > 0);
-	/* no limit locks a key yet */
 	bucket->lock_until_us = 0;
 	bucket->lock_us = 0;
+	if (store_has_lock)
+	{
+		Datum		lock_until = slot_getattr(slot, ATT_LOCK_UNTIL, &isnull);
+
+		if (!isnull)
+		{
+			bucket->lock_until_us = DatumGetTimestampTz(lock_until);
+			bucket->lock_us = DatumGetInt64(slot_getattr(slot, ATT_LOCK_US, &isnull));
+			if (isnull)
+				bucket->lock_us = 0;
+		}
+	}
 }
 
 /*
@@ -469,11 +510,15 @@ insert_index_entries(Relation heap, TupleTableSlot *slot,
 	FreeExecutorState(estate);
 }
 
-/* The row (key of access, tat, interval) in access->replacement. */
+/*
+ * The row of the key of access holding bucket in access->replacement; a key
+ * never locked has NULL lock columns.
+ */
 static TupleTableSlot *
-bucket_row(BucketAccess *access, int64 tat, int64 interval)
+bucket_row(BucketAccess *access, const GcraBucket *bucket)
 {
 	TupleTableSlot *slot;
+	bool		never_locked = bucket->lock_until_us == 0 && bucket->lock_us == 0;
 
 	if (access->replacement == NULL)
 		access->replacement = MakeSingleTupleTableSlot(RelationGetDescr(access->heap),
@@ -481,10 +526,31 @@ bucket_row(BucketAccess *access, int64 tat, int64 interval)
 	slot = access->replacement;
 	ExecClearTuple(slot);
 	slot->tts_values[ATT_KEY - 1] = PointerGetDatum(access->key);
-	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(tat);
-	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(interval);
-	memset(slot->tts_isnull, false, BUCKET_NATTS * sizeof(bool));
+	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(bucket->tat_us);
+	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(bucket->interval_us);
+	memset(slot->tts_isnull, false, slot->tts_tupleDescriptor->natts * sizeof(bool));
+	if (store_has_lock)
+	{
+		slot->tts_values[ATT_LOCK_UNTIL - 1] = TimestampTzGetDatum(bucket->lock_until_us);
+		slot->tts_values[ATT_LOCK_US - 1] = Int64GetDatum(bucket->lock_us);
+		slot->tts_isnull[ATT_LOCK_UNTIL - 1] = never_locked;
+		slot->tts_isnull[ATT_LOCK_US - 1] = never_locked;
+	}
 	return ExecStoreVirtualTuple(slot);
+}
+
+/* The bucket decision d stores under limit. */
+static GcraBucket
+decided_bucket(const GcraDecision *d, const GcraLimit *limit)
+{
+	GcraBucket	bucket = {0};
+
+	bucket.present = true;
+	bucket.tat_us = d->new_tat_us;
+	bucket.interval_us = limit->interval_us;
+	bucket.lock_until_us = d->new_lock_until_us;
+	bucket.lock_us = d->new_lock_us;
+	return bucket;
 }
 
 /*
@@ -499,9 +565,9 @@ bucket_row(BucketAccess *access, int64 tat, int64 interval)
  * a row already; the caller decides again.
  */
 static bool
-insert_bucket(BucketAccess *access, int64 tat, int64 interval)
+insert_bucket(BucketAccess *access, const GcraBucket *bucket)
 {
-	TupleTableSlot *slot = bucket_row(access, tat, interval);
+	TupleTableSlot *slot = bucket_row(access, bucket);
 	EState	   *estate = CreateExecutorState();
 	ResultRelInfo *result_rel = open_indexes(access->heap, true);
 	List	   *arbiter = list_make1_oid(RelationGetRelid(access->index));
@@ -539,14 +605,15 @@ insert_bucket(BucketAccess *access, int64 tat, int64 interval)
 }
 
 /*
- * Replace the row version in access->found, as the heap update of an UPDATE
- * statement would.  Returns TM_Ok, or TM_Updated or TM_Deleted when another
- * transaction changed it first (after waiting for that one to end).
+ * Replace the row version in access->found by bucket, as the heap update of
+ * an UPDATE statement would.  Returns TM_Ok, or TM_Updated or TM_Deleted
+ * when another transaction changed it first (after waiting for that one to
+ * end).
  */
 static TM_Result
-swap_bucket(BucketAccess *access, const GcraDecision *d, const GcraLimit *limit)
+swap_bucket(BucketAccess *access, const GcraBucket *bucket)
 {
-	TupleTableSlot *slot = bucket_row(access, d->new_tat_us, limit->interval_us);
+	TupleTableSlot *slot = bucket_row(access, bucket);
 	TM_FailureData tmfd;
 	LockTupleMode lockmode;
 	RlUpdateIndexes update_indexes;
@@ -572,9 +639,11 @@ static bool
 store_bucket(BucketAccess *access, const GcraBucket *bucket,
 			 const GcraDecision *d, const GcraLimit *limit)
 {
+	GcraBucket	decided = decided_bucket(d, limit);
+
 	if (bucket->present)
-		return swap_bucket(access, d, limit) == TM_Ok;
-	return insert_bucket(access, d->new_tat_us, limit->interval_us);
+		return swap_bucket(access, &decided) == TM_Ok;
+	return insert_bucket(access, &decided);
 }
 
 /*
@@ -698,13 +767,13 @@ bucket_store_probe(bytea *key, TransactionId *inserting)
 
 /* Insert a new bucket; false when the key has a row already. */
 bool
-bucket_store_insert(bytea *key, int64 tat, int64 interval)
+bucket_store_insert(bytea *key, const GcraBucket *bucket)
 {
 	BucketAccess access = {0};
 	bool		inserted;
 
 	open_access(&access, key);
-	inserted = insert_bucket(&access, tat, interval);
+	inserted = insert_bucket(&access, bucket);
 	close_access(&access);
 	if (inserted)
 		CommandCounterIncrement();
@@ -768,11 +837,16 @@ static void
 lock_bucket(BucketAccess *access, GcraBucket *bucket, const GcraLimit *limit,
 			int64 now)
 {
+	GcraBucket	passed = {0};
+
+	passed.present = true;
+	passed.tat_us = now - 1;
+	passed.interval_us = limit->interval_us;
 	while (!lock_row(access, bucket))
 	{
 		CHECK_FOR_INTERRUPTS();
 		/* a concurrent insert of the key wins; then its row is read */
-		if (insert_bucket(access, now - 1, limit->interval_us))
+		if (insert_bucket(access, &passed))
 			CommandCounterIncrement();
 	}
 }
@@ -801,7 +875,9 @@ void
 bucket_store_write_row(BucketAccess *row, const GcraDecision *d,
 					   const GcraLimit *limit)
 {
-	if (swap_bucket(row, d, limit) != TM_Ok)
+	GcraBucket	decided = decided_bucket(d, limit);
+
+	if (swap_bucket(row, &decided) != TM_Ok)
 		elog(ERROR, "a locked rate-limit bucket was changed by another transaction");
 	/* later calls in this transaction must see what this one stored */
 	CommandCounterIncrement();
@@ -894,9 +970,10 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 at,
 
 /*
  * Give cost cells back to the bucket of key, at the T it was stored with:
- * tat := max(now, tat - cost * T).  True when that changed a live bucket; a
- * passed or absent one is left alone.  Like a decision, it replaces the
- * version it read, or locks the newest one and computes again.
+ * tat := max(now, tat - cost * T), its lock kept (a refund never ends a
+ * lockout).  True when that changed a live bucket; a passed or absent one is
+ * left alone.  Like a decision, it replaces the version it read, or locks
+ * the newest one and computes again.
  */
 bool
 bucket_store_refund(bytea *key, int64 now, int32 cost)
@@ -910,14 +987,12 @@ bucket_store_refund(bytea *key, int64 now, int32 cost)
 	while (bucket.present && bucket.tat_us >= now)
 	{
 		__int128	back = (__int128) cost * bucket.interval_us;
-		GcraDecision d = {0};
-		GcraLimit	limit = {0};
+		GcraBucket	refunded = bucket;
 
-		d.new_tat_us = bucket.tat_us - back < now ? now : bucket.tat_us - (int64) back;
-		if (d.new_tat_us == bucket.tat_us)
+		refunded.tat_us = bucket.tat_us - back < now ? now : bucket.tat_us - (int64) back;
+		if (refunded.tat_us == bucket.tat_us)
 			break;
-		limit.interval_us = bucket.interval_us;
-		if (swap_bucket(&access, &d, &limit) == TM_Ok)
+		if (swap_bucket(&access, &refunded) == TM_Ok)
 		{
 			changed = true;
 			CommandCounterIncrement();
@@ -940,10 +1015,10 @@ bucket_store_delete(bytea *key)
 }
 
 /*
- * Delete up to batch_size buckets whose tat is before now (all of them when
- * batch_size <= 0) among the rows after *position, and move *position to the
- * last row deleted: the next batch of a run starts there.  Such a bucket is
- * the same as an absent one.
+ * Delete up to batch_size buckets that are the same as an absent one at now
+ * (PASSED; all of them when batch_size <= 0) among the rows after *position,
+ * and move *position to the last row deleted: the next batch of a run starts
+ * there.
  */
 int64
 bucket_store_delete_expired(TimestampTz now, int64 batch_size,

@@ -284,7 +284,7 @@ rl_guard(PG_FUNCTION_ARGS)
 
 	require_argument(fcinfo, 2, "cost");
 	d = policy_take(fcinfo->flinfo->fn_oid, "rl_guard", limiter, key,
-					PG_GETARG_INT32(2), &policy);
+					PG_GETARG_INT32(2), DECIDE_NOW, &policy);
 	if (d.allowed || policy.shadow)
 		PG_RETURN_VOID();
 

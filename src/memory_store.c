@@ -336,7 +336,11 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 			}
 			store_check_writable(function, cost);
 			d = gcra_decide(limit, &absent, decision_time(at), cost);
-			if (bucket_store_insert(key, d.new_tat_us, limit->interval_us))
+			if (bucket_store_insert(key, &(GcraBucket) {
+						.present = true, .tat_us = d.new_tat_us,
+						.interval_us = limit->interval_us,
+						.lock_until_us = d.new_lock_until_us,
+					.lock_us = d.new_lock_us}))
 			{
 				unlock_key(key);
 				return d;
@@ -598,8 +602,9 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 			if (spilled[i] && rows[i] == NULL)
 			{
 				store_check_writable(function, requests[i].cost);
-				(void) bucket_store_insert(requests[i].key, now - 1,
-										   requests[i].limit.interval_us);
+				(void) bucket_store_insert(requests[i].key, &(GcraBucket) {
+						.present = true, .tat_us = now - 1,
+					.interval_us = requests[i].limit.interval_us});
 				rows[i] = bucket_store_lock_row(requests[i].key, &gcra[i].bucket);
 				if (rows[i] == NULL)
 					elog(ERROR, "a rate-limit bucket inserted under its key lock is gone");

@@ -37,14 +37,19 @@
 #include "ratelimit.h"
 
 PG_FUNCTION_INFO_V1(rl_take_policy);
+PG_FUNCTION_INFO_V1(rl_take_at_policy);
 PG_FUNCTION_INFO_V1(rl_policies_changed);
 
-/* rl_policies columns */
+/* rl_policies columns: 1.1's four, and 1.3's lockout */
 #define ATT_LIMITER 1
 #define ATT_RATE 2
 #define ATT_BURST 3
 #define ATT_SHADOW 4
-#define POLICY_NATTS 4
+#define ATT_LOCKOUT 5
+#define ATT_LOCKOUT_GROWTH 6
+#define ATT_LOCKOUT_MAX 7
+#define POLICY_NATTS_1_1 4
+#define POLICY_NATTS 7
 
 typedef struct PolicyEntry
 {
@@ -175,6 +180,37 @@ find_policies(Oid fn_oid)
 }
 
 /*
+ * An interval in microseconds as PostgreSQL compares intervals (a month is
+ * 30 days, a day 24 hours), which is how rl_policies' checks bound it; a
+ * value beyond the int64 range saturates (the checks refuse it anyway).
+ */
+static int64
+interval_us(const Interval *span)
+{
+	__int128	us = (__int128) span->time +
+		((__int128) span->month * DAYS_PER_MONTH + span->day) * USECS_PER_DAY;
+
+	return us > PG_INT64_MAX ? PG_INT64_MAX : us < PG_INT64_MIN ? PG_INT64_MIN : (int64) us;
+}
+
+/* A 1.3 row's lockout columns (a NULL lockout: none; 0 as in GcraLimit). */
+static void
+read_lockout(HeapTuple tuple, TupleDesc desc, Policy *policy)
+{
+	bool		isnull;
+	Datum		value;
+
+	value = heap_getattr(tuple, ATT_LOCKOUT, desc, &isnull);
+	if (isnull)
+		return;
+	policy->lockout_us = interval_us(DatumGetIntervalP(value));
+	policy->lockout_growth = DatumGetFloat8(heap_getattr(tuple, ATT_LOCKOUT_GROWTH,
+														 desc, &isnull));
+	value = heap_getattr(tuple, ATT_LOCKOUT_MAX, desc, &isnull);
+	policy->lockout_max_us = isnull ? 0 : interval_us(DatumGetIntervalP(value));
+}
+
+/*
  * Read the policy of limiter from the table.  The newest committed version,
  * whatever the caller's snapshot, taken once both locks are held: their
  * first acquisitions process invalidations, and one already processed must
@@ -197,7 +233,8 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 		policies_found = false;
 		refuse_dropped_table("rl_policies");
 	}
-	if (RelationGetDescr(rel)->natts != POLICY_NATTS ||
+	if ((RelationGetDescr(rel)->natts != POLICY_NATTS_1_1 &&
+		 RelationGetDescr(rel)->natts != POLICY_NATTS) ||
 		!OidIsValid(rl_primary_key_index(rel)))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -217,6 +254,8 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 		policy->rate = DatumGetFloat8(heap_getattr(tuple, ATT_RATE, desc, &isnull));
 		policy->burst = DatumGetInt32(heap_getattr(tuple, ATT_BURST, desc, &isnull));
 		policy->shadow = DatumGetBool(heap_getattr(tuple, ATT_SHADOW, desc, &isnull));
+		if (desc->natts == POLICY_NATTS)
+			read_lockout(tuple, desc, policy);
 		found = true;
 	}
 	systable_endscan_ordered(scan);
@@ -332,28 +371,44 @@ policy_refuse_explicit(Oid fn_oid, text *limiter, const char *function,
 }
 
 /*
- * A decision by the policy of limiter for SQL function fn_oid named
- * function: the body of rl_take(limiter, key, cost) and rl_guard.
+ * The limit of policy for a decision at now, or an error naming what the
+ * policy's row holds that the formula cannot use (the checks of
+ * rl_policies refuse it, unless the table was changed by hand).
  */
-GcraDecision
-policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
-			int32 cost, Policy *policy)
+void
+policy_limit(const Policy *policy, int64 now, int32 cost, GcraLimit *limit)
 {
-	TimestampTz now = GetCurrentTimestamp();
-	GcraLimit	limit;
 	GcraError	error;
-	GcraDecision d;
 
-	*policy = policy_lookup(fn_oid, limiter);
-	error = gcra_limit_init(&limit, policy->rate, policy->burst, now,
+	error = gcra_limit_init(limit, policy->rate, policy->burst, now,
 							END_TIMESTAMP - 1);
+	if (error == GCRA_OK && policy->lockout_us > 0)
+		error = gcra_lockout_init(limit, policy->lockout_us,
+								  policy->lockout_growth,
+								  policy->lockout_max_us, now,
+								  END_TIMESTAMP - 1);
 	if (error == GCRA_OK && cost < 0)
 		error = GCRA_BAD_COST;
 	if (error != GCRA_OK)
 		refuse_limit(error, policy->rate, policy->burst, cost);
+}
 
-	d = store_take(fn_oid, function, bucket_key(limiter, key), &limit,
-				   DECIDE_NOW, cost);
+/*
+ * A decision by the policy of limiter for SQL function fn_oid named
+ * function, at time at (DECIDE_NOW: the server clock): the body of
+ * rl_take(limiter, key, cost), its rl_take_at and rl_guard.
+ */
+GcraDecision
+policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
+			int32 cost, int64 at, Policy *policy)
+{
+	GcraLimit	limit;
+	GcraDecision d;
+
+	*policy = policy_lookup(fn_oid, limiter);
+	policy_limit(policy, decision_time(at), cost,
+				 &limit);
+	d = store_take(fn_oid, function, bucket_key(limiter, key), &limit, at, cost);
 	if (cost > 0)				/* a peek is not a decision: not counted */
 		stats_count(limiter, &d, policy->shadow);
 	return d;
@@ -370,7 +425,23 @@ rl_take_policy(PG_FUNCTION_ARGS)
 
 	require_argument(fcinfo, 2, "cost");
 	d = policy_take(fcinfo->flinfo->fn_oid, "rl_take", limiter, key,
-					PG_GETARG_INT32(2), &policy);
+					PG_GETARG_INT32(2), DECIDE_NOW, &policy);
+	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
+}
+
+/* rl_take_at(limiter, key, cost, at): by the policy, at a given time */
+Datum
+rl_take_at_policy(PG_FUNCTION_ARGS)
+{
+	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
+	text	   *key = required_text_argument(fcinfo, 1, "key");
+	Policy		policy;
+	GcraDecision d;
+
+	require_argument(fcinfo, 2, "cost");
+	d = policy_take(fcinfo->flinfo->fn_oid, "rl_take_at", limiter, key,
+					PG_GETARG_INT32(2), required_time_argument(fcinfo, 3, "at"),
+					&policy);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
 }
 

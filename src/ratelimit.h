@@ -57,6 +57,8 @@ extern TupleDesc get_result_desc(FunctionCallInfo fcinfo, ResultType type);
 extern void require_argument(FunctionCallInfo fcinfo, int argno, const char *name);
 extern text *required_text_argument(FunctionCallInfo fcinfo, int argno,
 									const char *name);
+extern int64 required_time_argument(FunctionCallInfo fcinfo, int argno,
+									const char *name);
 extern void refuse_limit(GcraError error, double rate, int32 burst, int32 cost);
 extern void refuse_dropped_table(const char *name);
 extern double seconds(int64 us);
@@ -71,15 +73,20 @@ typedef struct Policy
 	double		rate;
 	int32		burst;
 	bool		shadow;
+	int64		lockout_us;		/* 0: none (a 1.2 table has none) */
+	double		lockout_growth;
+	int64		lockout_max_us; /* 0: as lockout_us */
 } Policy;
 
 extern Policy policy_lookup(Oid fn_oid, text *limiter);
 extern void policy_refuse_explicit(Oid fn_oid, text *limiter,
 								   const char *function,
 								   const char *policy_form);
+extern void policy_limit(const Policy *policy, int64 now, int32 cost,
+						 GcraLimit *limit);
 extern GcraDecision policy_take(Oid fn_oid, const char *function,
 								text *limiter, text *key, int32 cost,
-								Policy *policy);
+								int64 at, Policy *policy);
 
 /* client_ip.c */
 extern void client_ip_define_settings(void);
@@ -145,7 +152,7 @@ extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 at,
 							  int32 cost, bool may_insert, GcraDecision *decision);
 extern void bucket_store_read(bytea *key, GcraBucket *bucket);
 extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
-extern bool bucket_store_insert(bytea *key, int64 tat, int64 interval);
+extern bool bucket_store_insert(bytea *key, const GcraBucket *bucket);
 extern Oid	bucket_store_relid(void);
 extern int64 bucket_store_count(void);
 extern void bucket_store_key_order(const StoreRequest *requests, int n,

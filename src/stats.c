@@ -66,11 +66,13 @@
 /* how often a full table looks for entries of dropped databases */
 #define FORGET_INTERVAL USECS_PER_SEC
 
+/* what is counted: a decision's outcome, and beside it a lockout it started */
 typedef enum StatsOutcome
 {
 	OUTCOME_ALLOWED,
 	OUTCOME_DENIED,
 	OUTCOME_SHADOW_DENIED,
+	OUTCOME_LOCKOUT,
 	NUM_OUTCOMES
 } StatsOutcome;
 
@@ -565,6 +567,8 @@ stats_count(text *limiter, const GcraDecision *d, bool shadow)
 	if (stats == NULL || !ratelimit_stats)
 		return;
 	count(VARDATA_ANY(limiter), VARSIZE_ANY_EXHDR(limiter), outcome_of(d, shadow));
+	if (d->lock_started)		/* rare: a second count costs nothing */
+		count(VARDATA_ANY(limiter), VARSIZE_ANY_EXHDR(limiter), OUTCOME_LOCKOUT);
 }
 
 /*
@@ -648,8 +652,8 @@ rl_stats_read(PG_FUNCTION_ARGS)
 	for (i = 0; i <= stats->mask; i++)
 	{
 		StatsEntry *e = &stats->entries[i];
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
+		Datum		values[6];
+		bool		nulls[6] = {false, false, false, false, false, false};
 		int			o;
 
 		if (e->state != ENTRY_USED || e->dboid != MyDatabaseId)
@@ -658,9 +662,11 @@ rl_stats_read(PG_FUNCTION_ARGS)
 			values[0] = PointerGetDatum(cstring_to_text_with_len(e->name, e->name_len));
 		else
 			nulls[0] = true;
-		for (o = 0; o < NUM_OUTCOMES; o++)
+		for (o = OUTCOME_ALLOWED; o <= OUTCOME_SHADOW_DENIED; o++)
 			values[1 + o] = Int64GetDatum((int64) pg_atomic_read_u64(&e->counts[o]));
 		values[4] = TimestampTzGetDatum(since);
+		/* 1.3's last column; a database still at 1.1 or 1.2 has five */
+		values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&e->counts[OUTCOME_LOCKOUT]));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(&stats->lock);

@@ -233,7 +233,8 @@ rl_store_status(PG_FUNCTION_ARGS)
 
 /*
  * rl_inspect(limiter, key): where the bucket of a key lives and what it
- * holds, as stored (its tat may have passed); all NULL when it has none.
+ * holds, as stored (its tat may have passed); all NULL when it has none,
+ * and its lock (1.3's columns) NULL when it was never locked.
  */
 PG_FUNCTION_INFO_V1(rl_inspect);
 
@@ -246,8 +247,8 @@ rl_inspect(PG_FUNCTION_ARGS)
 	GcraBucket	bucket = {0};
 	const char *where = "table";
 	TupleDesc	desc;
-	Datum		values[3];
-	bool		nulls[3] = {false, false, false};
+	Datum		values[5];
+	bool		nulls[5];
 
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
@@ -262,7 +263,12 @@ rl_inspect(PG_FUNCTION_ARGS)
 	values[0] = CStringGetTextDatum(where);
 	values[1] = TimestampTzGetDatum(bucket.tat_us);
 	values[2] = Int64GetDatum(bucket.interval_us);
+	values[3] = TimestampTzGetDatum(bucket.lock_until_us);
+	values[4] = Int64GetDatum(bucket.lock_us);
 	nulls[0] = nulls[1] = nulls[2] = !bucket.present;
+	nulls[3] = nulls[4] = !bucket.present ||
+		(bucket.lock_until_us == 0 && bucket.lock_us == 0);
+	/* a database still at 1.0 to 1.2 has the first three columns */
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
 													  values, nulls)));
 }

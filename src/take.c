@@ -131,6 +131,7 @@ refuse_limit(GcraError error, double rate, int32 burst, int32 cost)
 			 errmsg("%s", gcra_error_message(error)),
 			 error == GCRA_BAD_COST ? errdetail("cost is %d.", cost) :
 			 error == GCRA_BAD_BURST ? errdetail("burst is %d.", burst) :
+			 error == GCRA_BAD_LOCKOUT ? errdetail("The policy's lockout columns are outside their checks.") :
 			 errdetail("rate is %s per second, burst is %d.",
 					   float8out_internal(rate), burst),
 			 error == GCRA_BAD_RATE && rate == 0.0 ?
@@ -229,19 +230,26 @@ rl_take(PG_FUNCTION_ARGS)
 	return take(fcinfo, "rl_take", DECIDE_NOW);
 }
 
+/* The time argument argno (at): present and finite. */
+int64
+required_time_argument(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	TimestampTz at;
+
+	require_argument(fcinfo, argno, name);
+	at = PG_GETARG_TIMESTAMPTZ(argno);
+	if (TIMESTAMP_NOT_FINITE(at))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be a finite timestamp", name)));
+	return at;
+}
+
 /* rl_take_at(limiter, key, rate, burst, cost, at): decide at a given time */
 Datum
 rl_take_at(PG_FUNCTION_ARGS)
 {
-	TimestampTz at;
-
-	require_argument(fcinfo, ARG_AT, "at");
-	at = PG_GETARG_TIMESTAMPTZ(ARG_AT);
-	if (TIMESTAMP_NOT_FINITE(at))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("at must be a finite timestamp")));
-	return take(fcinfo, "rl_take_at", at);
+	return take(fcinfo, "rl_take_at", required_time_argument(fcinfo, ARG_AT, "at"));
 }
 
 /* rl_reset(limiter, key): forget the bucket, restoring the full budget */

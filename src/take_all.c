@@ -164,33 +164,30 @@ take_all(FunctionCallInfo fcinfo, bool by_policy, bool detail)
 	{
 		StoreRequest *r = &requests[at.element];
 		text	   *limiter = DatumGetTextPP(limiters.values[at.element]);
-		double		rate;
-		int32		burst;
-		GcraError	error;
-
+		r->cost = costs.values != NULL ? DatumGetInt32(costs.values[at.element]) : 1;
 		if (by_policy)
 		{
 			Policy		policy = policy_lookup(fcinfo->flinfo->fn_oid, limiter);
 
-			rate = policy.rate;
-			burst = policy.burst;
+			policy_limit(&policy, now, r->cost, &r->limit);
 			r->shadow = policy.shadow;
 		}
 		else
 		{
+			double		rate = DatumGetFloat8(rates.values[at.element]);
+			int32		burst = DatumGetInt32(bursts.values[at.element]);
+			GcraError	error;
+
 			policy_refuse_explicit(fcinfo->flinfo->fn_oid, limiter, function,
 								   detail ? "rl_take_all_detail(limiters, keys, costs)" :
 								   "rl_take_all(limiters, keys, costs)");
-			rate = DatumGetFloat8(rates.values[at.element]);
-			burst = DatumGetInt32(bursts.values[at.element]);
+			error = gcra_limit_init(&r->limit, rate, burst, now, END_TIMESTAMP - 1);
+			if (error == GCRA_OK && r->cost < 0)
+				error = GCRA_BAD_COST;
+			if (error != GCRA_OK)
+				refuse_limit(error, rate, burst, r->cost);
 			r->shadow = false;
 		}
-		r->cost = costs.values != NULL ? DatumGetInt32(costs.values[at.element]) : 1;
-		error = gcra_limit_init(&r->limit, rate, burst, now, END_TIMESTAMP - 1);
-		if (error == GCRA_OK && r->cost < 0)
-			error = GCRA_BAD_COST;
-		if (error != GCRA_OK)
-			refuse_limit(error, rate, burst, r->cost);
 		r->key = bucket_key(limiter, DatumGetTextPP(keys.values[at.element]));
 	}
 	error_context_stack = context.previous;

@@ -18,7 +18,12 @@ SELECT is((SELECT count(*)::int FROM pg_index i
 SELECT is((SELECT count(*)::int FROM pg_index WHERE indrelid = 'rl_buckets'::regclass
 		   AND indexprs IS NOT NULL), 0, 'no expression index either');
 SELECT col_is_pk('rl_buckets', 'key', 'key is the primary key');
-SELECT columns_are('rl_buckets', ARRAY['key', 'tat', 'interval_us'], 'the contract''s three columns');
+SELECT columns_are('rl_buckets',
+				   ARRAY['key', 'tat', 'interval_us'] ||
+				   CASE WHEN (SELECT extversion FROM pg_extension WHERE extname = 'ratelimit')
+							 IN ('1.0', '1.1', '1.2') THEN '{}'::text[]
+				   ELSE ARRAY['lock_until', 'lock_us'] END,
+				   'the contract''s columns: three, and from 1.3 the lock');
 SELECT col_type_is('rl_buckets', 'interval_us', 'bigint', 'interval_us is bigint');
 
 -- keys

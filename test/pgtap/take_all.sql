@@ -12,7 +12,7 @@ SELECT plan(50);
 CREATE FUNCTION pg_temp.bucket(text, text) RETURNS rl_buckets
 LANGUAGE sql AS $$
 	SELECT sha256(convert_to($1, 'UTF8') || '\x00'::bytea || convert_to($2, 'UTF8')),
-		   tat, interval_us
+		   tat, interval_us, lock_until, lock_us
 	FROM rl_inspect($1, $2) WHERE store IS NOT NULL
 $$;
 -- a slow rate: seconds of test time change no cell
