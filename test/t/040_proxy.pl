@@ -449,5 +449,104 @@ SKIP:
 		'rl_headers answers as one server');
 }
 
+# Lockouts (1.3) are the shards': each decides and locks its own keys, the
+# proxy passes the answers on, and a cross-shard rl_take_all keeps the
+# lockout that a denial started, refund or not.
+SKIP:
+{
+	skip 'the shards lack the 1.3 lockouts', 16
+	  unless $shards[0]->safe_psql('postgres',
+		q{SELECT to_regprocedure('rl_take_at(text, text, integer, timestamptz)') IS NOT NULL}) eq 't';
+
+	# one a day, two at once; then 10 minutes locked, doubling up to 30
+	for my $node (@shards, $single)
+	{
+		$node->safe_psql('postgres', q{
+			INSERT INTO rl_policies (limiter, rate, burst, shadow, lockout, lockout_growth, lockout_max)
+			VALUES ('pin', 1.0 / 86400, 2, false, '10 minutes', 2, '30 minutes'),
+				('pin_shadow', 1.0 / 86400, 2, true, '10 minutes', 2, '30 minutes');
+			GRANT EXECUTE ON FUNCTION rl_take_at(text, text, integer, timestamptz) TO app});
+	}
+	proxy('GRANT EXECUTE ON FUNCTION rl_take_at(text, text, integer, timestamptz) TO app');
+	like(psql_error($proxy, q{SET ROLE stranger; SELECT rl_take_at('pin', 'k', 1, now())}),
+		qr/permission denied for function rl_take_at/,
+		'the policy form of rl_take_at is revoked from PUBLIC on the proxy');
+
+	my $all = 'SELECT * FROM rl_policies ORDER BY limiter';
+	is(proxy("SET ROLE app; $all"), $shards[1]->safe_psql('postgres', $all),
+		'rl_policies on the proxy: the shards\' policies with their lockout columns');
+
+	# A replay by the policy form of rl_take_at, a key on each shard: the
+	# same answers as one server, with the lockout's rules in them.
+	my ($p0) = keys_on(1, 'pin', 0);
+	my ($p1) = keys_on(1, 'pin', 1);
+	my $at = q{'2030-01-01 00:00:00+00'::timestamptz + t * interval '1 s'};
+	my $pin_replay = qq{
+		SELECT string_agg(format('%s %s %s', k, t, rl_take_at('pin', k, c, $at)), E'\\n' ORDER BY t, k)
+		FROM (VALUES (0, 1), (1, 1), (2, 1), (102, 1), (200, 0), (300, 5), (700, 1), (2000, 1),
+			(5600, 1)) AS v(t, c), (VALUES ('$p0'), ('$p1')) AS u(k)};
+	my $replayed = $proxy->safe_psql('postgres', "SET ROLE app; $pin_replay");
+	is($replayed, $single->safe_psql('postgres', $pin_replay),
+		'a replay of lockouts by rl_take_at through the proxy answers as one server');
+	my @retry = map { (split /,/)[2] } ($replayed =~ /^\Q$p1\E \d+ \((.*)\)$/mg);
+	is(join(' ', @retry), '0 0 600 500 0 302 1200 1800 600',
+		'... locked for the lockout, its remainder while locked (a peek allowed, a cost above'
+		  . ' the burst answered), grown by 2, capped at 30 minutes, forgiven after as long');
+	my $inspect = "SELECT store, tat, interval_us, lock_until, lock_us FROM rl_inspect('pin', '%s')";
+	for my $k ($p0, $p1)
+	{
+		is($shards[shard_of('pin', $k)]->safe_psql('postgres', sprintf($inspect, $k)),
+			$single->safe_psql('postgres', sprintf($inspect, $k)),
+			"rl_inspect on the shard of $k: the lock state one server has");
+	}
+	my $after = qq{
+		SELECT rl_headers(rl_take_at('pin', '$p1', 1, '2030-01-01 01:34:10+00'), 'pin');
+		SELECT rl_reset('pin', '$p1');
+		SELECT rl_take_at('pin', '$p1', 1, '2030-01-01 01:34:20+00')};
+	my $headers = $proxy->safe_psql('postgres', "SET ROLE app; $after");
+	is($headers, $single->safe_psql('postgres', $after),
+		'rl_headers of a locked answer and rl_reset through the proxy answer as one server');
+
+	# rl_take_all over both shards: a denial that starts a lockout on shard 1
+	# denies the call, the lockout is written, shard 0 gets its cell back
+	my ($a0, $w0) = (keys_on(3, 'pin', 0))[1, 2];
+	my ($b1) = (keys_on(2, 'pin', 1))[1];
+	my ($s0) = keys_on(1, 'pin_shadow', 0);
+	proxy("SELECT rl_take('pin', '$b1', 2), rl_take('pin_shadow', '$s0', 2)");
+	is(proxy("SET ROLE app; SELECT allowed, remaining, retry_after, limiter FROM rl_take_all('{pin,pin}', '{$a0,$b1}')"),
+		'f|0|600|pin', 'a cross-shard rl_take_all whose request on shard 1 starts a lockout: denied, locked');
+	is(proxy("SELECT (rl_take('pin', '$a0', 0)).remaining"), '2', '... shard 0\'s cell given back');
+	my $locked = "SELECT lock_us, lock_until > now() + interval '590 s' FROM rl_inspect('pin', '$b1')";
+	is($shards[1]->safe_psql('postgres', $locked), '600000000|t', '... the lockout written on shard 1');
+	is(proxy("SELECT allowed, remaining, retry_after > 590 AND retry_after < 600 FROM rl_take('pin', '$b1')"),
+		'f|0|t', '... and the key locked at its next call');
+
+	# locked across shards, with a shadow key on shard 0 whose would-be
+	# denial starts a shadow lockout: denied, each request's own answer, the
+	# shadow lockout kept (the refund gives a shadow key nothing)
+	is( proxy("SET ROLE app; SELECT d.allowed, d.limiter, d.retry_after > 590,"
+			. " (SELECT string_agg(concat_ws(':', r.allowed, r.remaining, r.retry_after > 0), ' ' ORDER BY r.i)"
+			. "  FROM unnest(d.requests) WITH ORDINALITY AS r(allowed, remaining, retry_after, reset_after, i))"
+			. " FROM rl_take_all_detail('{pin,pin_shadow,pin}', '{$a0,$s0,$b1}') AS d"),
+		'f|pin|t|t:2:f t:0:f f:0:t',
+		'rl_take_all_detail across shards with a locked key: denied by it, each request\'s own answer');
+	is(proxy("SELECT (rl_take('pin', '$a0', 0)).remaining"), '2', '... shard 0\'s cell given back');
+	is($shards[0]->safe_psql('postgres', "SELECT lock_us FROM rl_inspect('pin_shadow', '$s0')"),
+		'600000000', '... the shadow lockout started on shard 0 kept');
+
+	# a denial in the window between a take and its refund starts a lockout:
+	# the refund gives the cell back and the lockout stays
+	proxy("SELECT rl_take('pin', '$w0')");
+	is( proxy("BEGIN;"
+			. " SELECT (rl_proxy_take_part('rl_take_all', true, '{1}', '{pin}', '{$w0}', NULL, NULL, NULL)).remaining;"
+			. " SELECT retry_after FROM rl_take('pin', '$w0');"
+			. " SELECT rl_proxy_refund_taken(); COMMIT;"
+			. " SELECT allowed, retry_after > 590 FROM rl_take('pin', '$w0')"),
+		"0\n600\n\nf|t", 'a lockout started between a cross-shard take and its refund');
+	is($shards[0]->safe_psql('postgres',
+			"SELECT lock_us, lock_until > now() + interval '590 s', tat < now() + interval '1 day' FROM rl_inspect('pin', '$w0')"),
+		'600000000|t|t', '... stays after the refund, which gave the cell back');
+}
+
 $_->stop for ($proxy, $single, @shards);
 done_testing();
