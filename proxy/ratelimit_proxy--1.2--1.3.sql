@@ -19,8 +19,8 @@ REVOKE EXECUTE ON FUNCTION rl_take_at(text, text, integer, timestamptz) FROM PUB
 -- rl_policies with the lockout columns of 1.3, as on a shard, read from the
 -- first shard that answers.  The OUT columns change, so the view and the two
 -- functions are made again, with the privileges they had (an administrator's
--- grants and revokes included); the grants that ALTER DEFAULT PRIVILEGES
--- gives new objects go.
+-- grants and revokes included).  The grants that ALTER DEFAULT PRIVILEGES
+-- gives new objects go, rl_take_at's too.
 DO $$
 DECLARE
 	-- the privileges of each one before, and its owner
@@ -90,7 +90,12 @@ BEGIN
 			  WHERE oid = 'rl_proxy_policies()'::regprocedure)),
 			('TABLE rl_policies', view_acl, view_owner,
 			 (SELECT coalesce(relacl, acldefault('r', relowner)) FROM pg_catalog.pg_class
-			  WHERE oid = 'rl_policies'::regclass))) AS v(object, old_acl, old_owner, new_acl)
+			  WHERE oid = 'rl_policies'::regclass)),
+			-- new in 1.3: its owner's alone
+			('FUNCTION rl_take_at(text, text, integer, timestamptz)', NULL, NULL,
+			 (SELECT proacl FROM pg_catalog.pg_proc
+			  WHERE oid = 'rl_take_at(text, text, integer, timestamptz)'::regprocedure)))
+			AS v(object, old_acl, old_owner, new_acl)
 	LOOP
 		-- what the new object was given (ALTER DEFAULT PRIVILEGES' grants too)
 		-- goes, and what the old one had comes back; each owner keeps its own
@@ -113,18 +118,3 @@ BEGIN
 	END LOOP;
 END $$;
 
--- Grants that ALTER DEFAULT PRIVILEGES added to rl_take_at go.
-DO $$
-DECLARE
-	grantee regrole;
-BEGIN
-	FOR grantee IN
-		SELECT DISTINCT a.grantee::regrole
-		FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
-		WHERE p.oid = 'rl_take_at(text, text, integer, timestamptz)'::regprocedure
-		  AND a.grantee NOT IN (0, p.proowner)
-	LOOP
-		EXECUTE format('REVOKE ALL ON FUNCTION rl_take_at(text, text, integer, timestamptz) FROM %s',
-					   grantee);
-	END LOOP;
-END $$;
