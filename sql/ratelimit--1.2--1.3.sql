@@ -41,7 +41,9 @@ REVOKE EXECUTE ON FUNCTION rl_take_at(text, text, integer, timestamptz) FROM PUB
 
 -- rl_inspect and rl_stats answer the lock state and the lockouts started.
 -- Their OUT columns change, so they are made again, with the privileges an
--- administrator granted on the old ones.
+-- administrator granted on the old ones.  Privileges are explicit, whatever
+-- ALTER DEFAULT PRIVILEGES says: the new functions that forge time or tell
+-- a key's use are for the roles they are granted to.
 DO $$
 DECLARE
 	inspect_grantees text[] := ARRAY(
@@ -54,6 +56,8 @@ DECLARE
 		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) AS a
 		WHERE c.oid = 'rl_stats'::regclass AND a.grantee NOT IN (0, c.relowner));
 	grantee text;
+	fn regprocedure;
+	role regrole;
 BEGIN
 	DROP FUNCTION rl_inspect(text, text);
 	CREATE FUNCTION rl_inspect(limiter text, key text, OUT store text,
@@ -62,6 +66,15 @@ BEGIN
 	RETURNS record
 	AS 'MODULE_PATHNAME', 'rl_inspect'
 	LANGUAGE C VOLATILE PARALLEL UNSAFE;
+	FOR fn, role IN
+		SELECT DISTINCT p.oid::regprocedure, a.grantee::regrole
+		FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) AS a
+		WHERE p.oid IN ('rl_take_at(text, text, integer, timestamptz)'::regprocedure,
+						'rl_inspect(text, text)'::regprocedure)
+		  AND a.grantee NOT IN (0, p.proowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %s', fn, role);
+	END LOOP;
 	REVOKE EXECUTE ON FUNCTION rl_inspect(text, text) FROM PUBLIC;
 	FOREACH grantee IN ARRAY inspect_grantees LOOP
 		EXECUTE format('GRANT EXECUTE ON FUNCTION rl_inspect(text, text) TO %s', grantee);
@@ -83,3 +96,4 @@ BEGIN
 		EXECUTE format('GRANT SELECT ON rl_stats TO %s', grantee);
 	END LOOP;
 END $$;
+
