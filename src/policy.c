@@ -414,35 +414,41 @@ policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
 	return d;
 }
 
-/* rl_take(limiter, key, cost): decide by the limiter's policy */
-Datum
-rl_take_policy(PG_FUNCTION_ARGS)
+/*
+ * The body of rl_take(limiter, key, cost) and of rl_take_at(limiter, key,
+ * cost, at) when has_at: every argument checked in their order.
+ */
+static Datum
+take_by_policy(FunctionCallInfo fcinfo, const char *function, bool has_at)
 {
 	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
 	text	   *key = required_text_argument(fcinfo, 1, "key");
+	int32		cost;
+	int64		at = DECIDE_NOW;
 	Policy		policy;
 	GcraDecision d;
 
 	require_argument(fcinfo, 2, "cost");
-	d = policy_take(fcinfo->flinfo->fn_oid, "rl_take", limiter, key,
-					PG_GETARG_INT32(2), DECIDE_NOW, &policy);
+	cost = PG_GETARG_INT32(2);
+	if (has_at)
+		at = required_time_argument(fcinfo, 3, "at");
+	d = policy_take(fcinfo->flinfo->fn_oid, function, limiter, key, cost, at,
+					&policy);
 	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
+}
+
+/* rl_take(limiter, key, cost): decide by the limiter's policy */
+Datum
+rl_take_policy(PG_FUNCTION_ARGS)
+{
+	return take_by_policy(fcinfo, "rl_take", false);
 }
 
 /* rl_take_at(limiter, key, cost, at): by the policy, at a given time */
 Datum
 rl_take_at_policy(PG_FUNCTION_ARGS)
 {
-	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
-	text	   *key = required_text_argument(fcinfo, 1, "key");
-	Policy		policy;
-	GcraDecision d;
-
-	require_argument(fcinfo, 2, "cost");
-	d = policy_take(fcinfo->flinfo->fn_oid, "rl_take_at", limiter, key,
-					PG_GETARG_INT32(2), required_time_argument(fcinfo, 3, "at"),
-					&policy);
-	PG_RETURN_DATUM(decision_datum(fcinfo, &d, policy.shadow));
+	return take_by_policy(fcinfo, "rl_take_at", true);
 }
 
 /*
