@@ -7,11 +7,15 @@ const limiter = new RateLimiter({ connectionString: process.env.DATABASE_URL });
 const app = express();
 app.use(express.urlencoded({ extended: false }));
 
-// the policies sign_in_ip and sign_in_failures, all or nothing: 429 when either refuses
+// the three policies, all or nothing: 429 when any refuses
 const signInLimit = rateLimit(limiter, {
   trustedProxies: ['127.0.0.1'],   // nginx: the address it saw is the client's
-  limits: (req, ip) => [{ limiter: 'sign_in_ip', key: ip },
-                        { limiter: 'sign_in_failures', key: req.body.email }],
+  limits: (req, ip) => {
+    req.lockoutKey = `${req.body.email} ${ip}`;   // a stranger cannot lock the owner out
+    return [{ limiter: 'sign_in_ip', key: ip },
+            { limiter: 'sign_in_failures', key: req.body.email },
+            { limiter: 'sign_in_lockout', key: req.lockoutKey }];
+  },
 });
 
 app.post('/login', (req, res, next) => {
@@ -22,6 +26,7 @@ app.post('/login', (req, res, next) => {
     return res.status(401).send('Wrong e-mail address or password\n');
   }
   await limiter.refund('sign_in_failures', req.body.email);   // signed in: only failures count
+  await limiter.refund('sign_in_lockout', req.lockoutKey);
   res.send('Signed in\n');
 });
 // the client's errors (a bad use, a revoked privilege; never an outage) are

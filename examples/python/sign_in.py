@@ -4,7 +4,7 @@ import os
 
 from flask import Flask, abort, request
 from ratelimit_client import Limiter
-from ratelimit_client.flask import rate_limit
+from ratelimit_client.flask import client_ip, rate_limit
 
 limiter = Limiter(os.environ["DATABASE_URL"])
 app = Flask(__name__)
@@ -15,14 +15,20 @@ def email():
     return request.form.get("email") or abort(400)
 
 
+def email_and_address():  # the lockout's key: a stranger cannot lock the owner out
+    return f"{email()} {client_ip(nginx)}"
+
+
 @app.post("/login")
-# the policies sign_in_ip and sign_in_failures, all or nothing: 429 when either refuses
+# the three policies, all or nothing: 429 when any refuses
 # (None: the client address, behind the trusted proxies)
-@rate_limit(limiter, {"sign_in_ip": None, "sign_in_failures": email}, trusted=nginx)
+@rate_limit(limiter, {"sign_in_ip": None, "sign_in_failures": email,
+                      "sign_in_lockout": email_and_address}, trusted=nginx)
 def login():
     if request.form["password"] != "right":  # ... check the password
         return "Wrong e-mail address or password\n", 401
     limiter.refund("sign_in_failures", email())  # signed in: only failures count
+    limiter.refund("sign_in_lockout", email_and_address())
     return "Signed in\n"
 
 

@@ -281,11 +281,16 @@ sub check_program
 	is_deeply(\@got, \@want, "$name: the README's curl check prints what it says")
 	  or diag("$out$err" . slurp_file("$dir/app.log"));
 
+	# the sixth failure of that account and address started their lockout
+	is($node->safe_psql('app', q{SELECT lock_us FROM rl_inspect('sign_in_lockout', 'ada@example.com 127.0.0.2')}),
+		'900000000', "$name: the account and address that kept failing are locked out for 15 minutes");
 	is((login($port, '127.0.0.3', { email => 'ada@example.com', password => 'wrong' }))[0], 401,
 		"$name: another address has its own budget");
 	my @right = map { (login($port, '127.0.0.4', { email => 'carol@example.com', password => 'right' }))[0] } 1 .. 3;
 	is("@right", '200 200 200', "$name: right passwords sign in");
 	is(failures_left('carol@example.com'), 10, "$name: and give the account's cell back");
+	is($node->safe_psql('app', q{SELECT remaining FROM rl_take('sign_in_lockout', 'carol@example.com 127.0.0.4', 0)}),
+		5, "$name: and the lockout's cell of that account and address");
 	is((login($port, '127.0.0.4', { password => 'right' }))[0], 400, "$name: no e-mail address is a 400");
 
 	# a client's error: logged, and a plain 500 without the stack or paths

@@ -19,7 +19,8 @@ func main() {
 	}
 	defer rl.Close()
 	nginx, _ := ratelimit.ParseTrustedProxies([]string{"127.0.0.1"}) // the address it saw is the client's
-	address, failures := rl.Policy("sign_in_ip"), rl.Policy("sign_in_failures")
+	address, failures, lockout := rl.Policy("sign_in_ip"), rl.Policy("sign_in_failures"), rl.Policy("sign_in_lockout")
+	limiters := []*ratelimit.Limiter{address, failures, lockout}
 
 	http.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
 		email := r.PostFormValue("email")
@@ -28,15 +29,17 @@ func main() {
 			return
 		}
 		ip, _ := ratelimit.IPKey(ratelimit.RequestIP(r, nginx), 64)
-		// both policies, all or nothing: 429 when either refuses
-		d, err := rl.TakeAllPolicy(r.Context(), []ratelimit.Request{address.Request(ip, 1), failures.Request(email, 1)})
+		pair := email + " " + ip // the lockout's key: a stranger cannot lock the owner out
+		// the three policies, all or nothing: 429 when any refuses
+		d, err := rl.TakeAllPolicy(r.Context(), []ratelimit.Request{
+			address.Request(ip, 1), failures.Request(email, 1), lockout.Request(pair, 1)})
 		if err != nil { // a bad use or a revoked privilege, never an outage
 			log.Print(err)
 			http.Error(w, "Internal error", http.StatusInternalServerError)
 			return
 		}
 		if !d.Allowed {
-			[]*ratelimit.Limiter{address, failures}[d.Binding].SetHeaders(w.Header(), d)
+			limiters[d.Binding].SetHeaders(w.Header(), d)
 			http.Error(w, "Too many attempts", http.StatusTooManyRequests)
 			return
 		}
@@ -44,7 +47,12 @@ func main() {
 			http.Error(w, "Wrong e-mail address or password", http.StatusUnauthorized)
 			return
 		}
-		if _, err := failures.Refund(r.Context(), email, 1); err != nil { // signed in: only failures count
+		// signed in: only failures count
+		_, err = failures.Refund(r.Context(), email, 1)
+		if err == nil {
+			_, err = lockout.Refund(r.Context(), pair, 1)
+		}
+		if err != nil {
 			log.Print(err)
 			http.Error(w, "Internal error", http.StatusInternalServerError)
 			return
