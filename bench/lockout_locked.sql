@@ -1,0 +1,1 @@
+SELECT * FROM rl_take('locked_lockout', 'attacker');

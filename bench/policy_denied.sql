@@ -1,0 +1,1 @@
+SELECT * FROM rl_take('denied_policy', 'attacker', 2);

@@ -1,0 +1,1 @@
+SELECT * FROM rl_take('spent_policy', 'attacker');
