@@ -102,10 +102,12 @@ find_slot(MemorySet *set, const uint8 *key, Oid store_relid)
 
 /*
  * Whether a new key may take slot: free, holding a bucket that has passed
- * (memory_slot_passed: a locked key keeps its slot), or left by a dropped installation of the extension in this database.
- * Passed (passed_before) by the server clock too: a call of rl_take_at in the future must not
- * take the slot of a bucket that is live for everybody else (the table store
- * keeps such a row until cleanup, which goes by the server clock).
+ * (memory_slot_passed: a key keeps its slot while its lockout can still
+ * lengthen), or left by a dropped installation of the extension in this
+ * database.  Passed (passed_before) by the server clock too: a call of
+ * rl_take_at in the future must not take the slot of a bucket that is live
+ * for everybody else (the table store keeps such a row until cleanup, which
+ * goes by the server clock).
  */
 static inline int64
 passed_before(int64 now)
