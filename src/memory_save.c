@@ -33,7 +33,8 @@
 #define SAVE_FILE "ratelimit_buckets"
 #define SAVE_FILE_TMP SAVE_FILE ".tmp"
 #define SAVE_MAGIC 0x524c4231	/* "RLB1" */
-#define SAVE_VERSION 2
+/* 3: slots hold 1.3's lock; a file of version 2 is refused, never misread */
+#define SAVE_VERSION 3
 
 /* The save file: this header, count slots, and a CRC-32C of both. */
 typedef struct SaveHeader
@@ -72,7 +73,7 @@ save_failed(const char *what)
 static inline bool
 slot_saved(const MemorySlot *slot, int64 now)
 {
-	return slot->dboid != InvalidOid && slot->tat_us >= now;
+	return slot->dboid != InvalidOid && !memory_slot_passed(slot, now);
 }
 
 /* Write the live slots to fd, CHUNK_SLOTS at most at a time, adding them to *crc. */

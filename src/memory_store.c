@@ -101,11 +101,13 @@ find_slot(MemorySet *set, const uint8 *key, Oid store_relid)
 }
 
 /*
- * Whether a new key may take slot: free, holding a bucket that has passed,
- * or left by a dropped installation of the extension in this database.
- * Passed (passed_before) by the server clock too: a call of rl_take_at in the future must not
- * take the slot of a bucket that is live for everybody else (the table store
- * keeps such a row until cleanup, which goes by the server clock).
+ * Whether a new key may take slot: free, holding a bucket that has passed
+ * (memory_slot_passed: a key keeps its slot while its lockout can still
+ * lengthen), or left by a dropped installation of the extension in this
+ * database.  Passed (passed_before) by the server clock too: a call of
+ * rl_take_at in the future must not take the slot of a bucket that is live
+ * for everybody else (the table store keeps such a row until cleanup, which
+ * goes by the server clock).
  */
 static inline int64
 passed_before(int64 now)
@@ -116,7 +118,7 @@ passed_before(int64 now)
 static inline bool
 slot_reusable(const MemorySlot *slot, Oid store_relid, int64 passed)
 {
-	return slot->dboid == InvalidOid || slot->tat_us < passed ||
+	return slot->dboid == InvalidOid || memory_slot_passed(slot, passed) ||
 		(slot->dboid == MyDatabaseId && slot->store_relid != store_relid);
 }
 
@@ -161,6 +163,8 @@ take_slot(MemorySlot *slot, const uint8 *key, Oid store_relid)
 	memcpy(slot->key, key, BUCKET_KEY_LEN);
 	slot->tat_us = PG_INT64_MIN;
 	slot->interval_us = 1;
+	slot->lock_until_us = 0;
+	slot->lock_us = 0;
 }
 
 static void
@@ -169,9 +173,20 @@ bucket_of_slot(const MemorySlot *slot, GcraBucket *bucket)
 	bucket->present = true;
 	bucket->tat_us = slot->tat_us;
 	bucket->interval_us = slot->interval_us;
-	/* no limit locks a key yet */
-	bucket->lock_until_us = 0;
-	bucket->lock_us = 0;
+	bucket->lock_until_us = slot->lock_until_us;
+	bucket->lock_us = slot->lock_us;
+}
+
+/* Store a decision in slot when it says so: a locked denial stores nothing. */
+static void
+store_in_slot(MemorySlot *slot, const GcraDecision *d, const GcraLimit *limit)
+{
+	if (!d->store)
+		return;
+	slot->tat_us = d->new_tat_us;
+	slot->interval_us = limit->interval_us;
+	slot->lock_until_us = d->new_lock_until_us;
+	slot->lock_us = d->new_lock_us;
 }
 
 static GcraDecision
@@ -182,11 +197,7 @@ decide_in_slot(MemorySlot *slot, const GcraLimit *limit, int64 now, int32 cost)
 
 	bucket_of_slot(slot, &bucket);
 	d = gcra_decide(limit, &bucket, now, cost);
-	if (d.store)
-	{
-		slot->tat_us = d.new_tat_us;
-		slot->interval_us = limit->interval_us;
-	}
+	store_in_slot(slot, &d, limit);
 	return d;
 }
 
@@ -410,11 +421,8 @@ store_in_slots(const StoreRequest *requests, int n, MemorySlot *const *slots,
 	int			i;
 
 	for (i = 0; i < n; i++)
-		if (slots[i] != NULL && decisions[i].store)
-		{
-			slots[i]->tat_us = decisions[i].new_tat_us;
-			slots[i]->interval_us = requests[i].limit.interval_us;
-		}
+		if (slots[i] != NULL)
+			store_in_slot(slots[i], &decisions[i], &requests[i].limit);
 }
 
 /*
@@ -737,7 +745,8 @@ keep_unless_passed_here(const MemorySlot *slot, void *arg)
 	const CleanupScope *scope = arg;
 
 	return slot->dboid != MyDatabaseId ||
-		(slot->store_relid == scope->store_relid && slot->tat_us >= scope->now);
+		(slot->store_relid == scope->store_relid &&
+		 !memory_slot_passed(slot, scope->now));
 }
 
 /*
@@ -773,13 +782,13 @@ keep_in_round(const MemorySlot *slot, void *arg)
 
 	if (listed != NULL)
 	{
-		if (slot->tat_us >= round->now)
+		if (!memory_slot_passed(slot, round->now))
 			return true;
 		round->freed[listed - round->databases]++;
 		return false;
 	}
 	/* passed: the same as absent, whatever its database */
-	if (slot->tat_us < round->now)
+	if (memory_slot_passed(slot, round->now))
 		return false;
 	for (i = 0; i < round->nunknown && round->unknown[i] != slot->dboid; i++)
 		;
@@ -852,7 +861,8 @@ memory_store_usage(int64 now, int64 *total, int64 *live)
 
 		LWLockAcquire(&set->lock, LW_SHARED);
 		for (i = 0; i < SET_SLOTS; i++)
-			if (set->slots[i].dboid != InvalidOid && set->slots[i].tat_us >= now)
+			if (set->slots[i].dboid != InvalidOid &&
+				!memory_slot_passed(&set->slots[i], now))
 				(*live)++;
 		LWLockRelease(&set->lock);
 	}

@@ -24,8 +24,22 @@ typedef struct MemorySlot
 	Oid			store_relid;	/* that database's rl_buckets */
 	int64		tat_us;
 	int64		interval_us;	/* the T it was last written with */
+	int64		lock_until_us;	/* 1.3's lock: locked while now < it; 0: none */
+	int64		lock_us;		/* the last lockout's length; 0: none */
 	uint8		key[BUCKET_KEY_LEN];
 } MemorySlot;
+
+/*
+ * Whether a slot's bucket is the same as an absent one by passed, as the
+ * table store's cleanup deletes a row: its tat is before passed, and its
+ * last lockout and the time that lengthens the next one have passed.
+ */
+static inline bool
+memory_slot_passed(const MemorySlot *slot, int64 passed)
+{
+	return slot->tat_us < passed &&
+		slot->lock_until_us + slot->lock_us <= passed;
+}
 
 typedef struct MemorySet
 {

@@ -3,7 +3,8 @@
 # immediate shutdown starts empty; a truncated file, random bytes and another
 # cluster's or another major version's file are logged and ignored; a start with the table store removes
 # the file, and a file older than the shutdown the server starts from is not
-# loaded.
+# loaded.  A locked key's lock survives a clean restart; a file of the format
+# before the lock is refused.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -148,5 +149,23 @@ ok($node->log_contains(qr/ignoring the saved buckets in "ratelimit_buckets": it 
 	'back with the memory store, the older file is refused');
 ok(!-e $file, 'and removed');
 is(spend(), '300', 'the budgets are those of the table-store period: full');
+
+# 1.3's lock survives a clean restart, exactly, also when the key's tat has
+# passed: the key is kept (and saved) until it is forgiven
+my $at = query(q{SELECT now() - interval '1 minute'});
+query(qq{INSERT INTO rl_policies (limiter, rate, burst, lockout) VALUES ('pin', 1000, 1, '1 hour');
+	SELECT rl_take_at('pin', 'card', 1, '$at'), rl_take_at('pin', 'card', 1, '$at')});
+my $inspect = q{SELECT store, lock_until, lock_us FROM rl_inspect('pin', 'card')};
+my $locked = query($inspect);
+is($locked, query(qq{SELECT 'memory|' || (timestamptz '$at' + interval '1 hour') || '|3600000000'}),
+	'a key locked for an hour, its tat passed');
+$node->restart;
+is(query($inspect), $locked, 'after a clean restart its lock_until and lock_us are as they were');
+is(query(q{SELECT allowed FROM rl_take('pin', 'card')}), 'f', 'and it is still locked');
+
+# a save file of 1.2's format (version 2, slots without the lock) is refused, never misread
+damaged('a file of the previous format', 'it is not a save file of this version of ratelimit',
+	sub { my $s = $_[0]; substr($s, 4, 4) = pack('V', 2); $s });
+is(query($inspect), '||', 'the locked key is not in memory');
 $node->stop;
 done_testing();
