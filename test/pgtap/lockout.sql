@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(74);
+SELECT plan(76);
 
 -- test time: microseconds after a fixed origin
 CREATE FUNCTION pg_temp.at(us bigint) RETURNS timestamptz
@@ -110,6 +110,12 @@ SELECT is(pg_temp.take('lo', 'a', 1, 10499999), '(false,0,1,1)',
 		  'still locked one microsecond before lock_until');
 SELECT is(pg_temp.stored('lo', 'a'), '(2000000,1000000,10500000,10000000)',
 		  'the locked calls wrote nothing');
+
+-- the explicit forms still refuse a policy's limiter, locked key or not
+SELECT throws_ok($$SELECT rl_take('lo', 'a', 1, 2)$$, '42501', NULL,
+				 'the explicit rl_take refuses a limiter with a lockout policy');
+SELECT throws_ok($$SELECT rl_take_at('lo', 'a', 1, 2, 1, '2026-01-01')$$, '42501', NULL,
+				 'and so does the explicit rl_take_at');
 
 -- at lock_until the lock has passed: GCRA decides, and allowed calls keep the lock state
 SELECT is(pg_temp.take('lo', 'a', 1, 10500000), '(true,1,0,1000000)',
