@@ -58,16 +58,16 @@ LANGUAGE sql AS $$
 	SELECT n.lockouts - c.lockouts, n.shadow_denied - c.shadow_denied
 	FROM pg_temp.counters(limiter) n, counted c WHERE c.l = limiter
 $$;
--- is(have, want, description) when rl_stats counts, else a skip
-CREATE FUNCTION pg_temp.counts(have text, want bigint, description text) RETURNS text
+-- is(counted since, want, description) of a limiter's 'lockouts' or
+-- 'shadow_denied' when rl_stats counts, else a skip
+CREATE FUNCTION pg_temp.counts(limiter text, counter text, want bigint, description text) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN
 	IF NOT pg_temp.counting() THEN
 		RETURN skip('rl_stats needs ratelimit in shared_preload_libraries', 1);
 	END IF;
-	RETURN is((SELECT r FROM pg_temp.counted_since(split_part(have, '.', 1)) AS c(lockouts, shadow_denied),
-			   LATERAL (SELECT CASE split_part(have, '.', 2) WHEN 'lockouts' THEN c.lockouts
-						ELSE c.shadow_denied END) AS x(r)), want, description);
+	RETURN is((SELECT CASE counter WHEN 'lockouts' THEN c.lockouts ELSE c.shadow_denied END
+			   FROM pg_temp.counted_since(limiter) AS c), want, description);
 END $$;
 DO $$ BEGIN
 	IF pg_temp.counting() THEN
@@ -136,7 +136,7 @@ SELECT is(pg_temp.take('lo', 'a', 1, 30500000), '(false,0,35000000,35000000)',
 SELECT pg_temp.spend('lo', 'a', 65500000);
 SELECT is(pg_temp.take('lo', 'a', 1, 65500000), '(false,0,35000000,35000000)',
 		  'and it stays at lockout_max');
-SELECT pg_temp.counts('lo.lockouts', 4,
+SELECT pg_temp.counts('lo', 'lockouts', 4,
 		  'rl_stats counts each lockout started, not the locked calls');
 
 -- forgiveness: an offence exactly lock_us after lock_until is a first one
@@ -238,9 +238,9 @@ SELECT ok((SELECT allowed AND retry_after = 0 FROM rl_take_at('lo_shadow', 'k', 
 		  'a would-be locked call is answered allowed');
 SELECT is(pg_temp.stored('lo_shadow', 'k'), '(1000000,1000000,10000000,10000000)',
 		  'and writes nothing, as an enforced one would not');
-SELECT pg_temp.counts('lo_shadow.lockouts', 1,
+SELECT pg_temp.counts('lo_shadow', 'lockouts', 1,
 		  'the would-be lockout counts in lockouts');
-SELECT pg_temp.counts('lo_shadow.shadow_denied', 2, 'its denials in shadow_denied');
+SELECT pg_temp.counts('lo_shadow', 'shadow_denied', 2, 'its denials in shadow_denied');
 
 -- by the server clock from here: rate 1 an hour, burst 1, lockout 1 hour
 INSERT INTO rl_policies (limiter, rate, burst, lockout) VALUES ('lo_rt', 1.0 / 3600, 1, '1 hour');
@@ -318,7 +318,7 @@ SELECT ok((SELECT r.allowed AND r.remaining = 5 FROM detail, LATERAL (SELECT (re
 SELECT is(pg_temp.lock_us('lo_rt', 'detail_starts'), 3600000000::bigint,
 		  'the lockout is written although the call is denied');
 SELECT ok(pg_temp.unspent('x3'), 'the free request spent nothing');
-SELECT pg_temp.counts('lo_rt.lockouts', 4,
+SELECT pg_temp.counts('lo_rt', 'lockouts', 4,
 		  'rl_stats counts the lockouts started in rl_take and both forms of rl_take_all');
 
 -- cleanup deletes a bucket only once its tat and lock_until + lock_us have
