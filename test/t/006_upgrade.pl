@@ -1,4 +1,4 @@
-# Upgrading from each released version (1.0, 1.1): an upgraded database has
+# Upgrading from each released version (1.0, 1.1, 1.2): an upgraded database has
 # exactly the objects of a fresh install of the current version, keeps every
 # bucket, and goes on deciding from where it was.
 use strict;
@@ -16,7 +16,7 @@ $node->start;
 
 # A default grant must not open what the scripts revoke, on either path.
 $node->safe_psql('postgres', 'CREATE ROLE app_in_default_acl');
-my @released = ('1.0', '1.1');
+my @released = ('1.0', '1.1', '1.2');
 my @upgraded = map { my $v = $_; $v =~ s/\./_/; "upgraded_$v" } @released;
 for my $db ('fresh', @upgraded)
 {
@@ -45,6 +45,8 @@ for my $i (0 .. $#released)
 		$default, "ALTER EXTENSION ... UPDATE from $version reaches the default version");
 	is($node->safe_psql($db, 'SELECT key, tat, interval_us FROM rl_buckets ORDER BY key'),
 		$buckets_before{$db}, 'every bucket is kept');
+	is($node->safe_psql($db, 'SELECT count(*) FROM rl_buckets WHERE lock_until IS NOT NULL OR lock_us IS NOT NULL'),
+		0, 'none of them locked');
 	is($node->safe_psql($db, $take), 't|0', 'and decisions go on from where they were');
 	is($node->safe_psql($db, $take), 'f|0', 'until the budget is spent');
 }
