@@ -25,11 +25,20 @@ for my $store ('table', 'memory')
 	$node->safe_psql('postgres', q{
 		CREATE EXTENSION ratelimit;
 		INSERT INTO rl_policies (limiter, rate, burst, lockout) VALUES ('hammered', 0.001, 5, '1 hour');
-		CREATE TABLE outcome (allowed boolean, retry_after double precision, decided timestamptz);
+		CREATE TABLE outcome (allowed boolean, retry_after double precision,
+							  before timestamptz, after timestamptz);
+		-- the clock just before and just after the decision, whatever the load
+		CREATE FUNCTION timed_take() RETURNS SETOF outcome LANGUAGE plpgsql AS $$
+		DECLARE
+			before timestamptz := clock_timestamp();
+			d rl_decision := rl_take('hammered', 'k');
+		BEGIN
+			RETURN NEXT (d.allowed, d.retry_after, before, clock_timestamp())::outcome;
+		END $$;
 	});
 
 	hammer($node, q{
-INSERT INTO outcome SELECT d.allowed, d.retry_after, clock_timestamp() FROM rl_take('hammered', 'k') d;
+INSERT INTO outcome SELECT * FROM timed_take();
 }, $processes, $transactions, $clients);
 
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM outcome'), $calls, "$store: every call answered");
@@ -40,13 +49,14 @@ INSERT INTO outcome SELECT d.allowed, d.retry_after, clock_timestamp() FROM rl_t
 		"$store: rl_stats: 5 allowed, the rest denied, one lockout started");
 	is($node->safe_psql('postgres', q{SELECT (store, lock_us)::text FROM rl_inspect('hammered', 'k')}),
 		"($store,3600000000)", "$store: the key is locked for the lockout's length");
-	# a denial's own lock_until: its clock plus its retry_after (the clock is
-	# read just after the decision; a second lockout would end later)
+	# a denial waits until the one lock_until: its decision's clock,
+	# lock_until - retry_after, lies between the clock read just before and
+	# just after it (1 us for the seconds' rounding)
 	is($node->safe_psql('postgres', q{
 		SELECT count(*) FROM outcome o, rl_inspect('hammered', 'k') i
 		WHERE NOT o.allowed AND o.retry_after IS NOT NULL
-		  AND o.decided + o.retry_after * interval '1 second' BETWEEN i.lock_until - interval '1 second'
-															  AND i.lock_until + interval '10 ms'}),
+		  AND i.lock_until - o.retry_after * interval '1 second'
+			  BETWEEN o.before - interval '1 microsecond' AND o.after + interval '1 microsecond'}),
 		$calls - 5, "$store: every denial waits for the same lock_until");
 	$node->stop;
 }
