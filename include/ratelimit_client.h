@@ -1392,6 +1392,7 @@ rl_db_call(RlClient *c, const char *query, int nparams,
 				PQtransactionStatus(slot->conn) == PQTRANS_IDLE)
 			{
 				PQclear(*policies);
+				*policies = NULL;
 				atomic_store(&c->policies_12, true);
 				r = rl_query(c, slot, c->query_policies_12, 0, NULL, deadline,
 							 policies, detail, len);
