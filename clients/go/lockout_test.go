@@ -30,6 +30,10 @@ func TestLockoutKept(t *testing.T) {
 	}
 	v.stop(t)
 	defer v.start(t)
+	// a call of another key finds the database down: its backoff starts
+	if d, err := c.TakePolicy(ctx, pol, "bob", 1); err != nil || !d.Allowed || d.Source != SourceFallback {
+		t.Fatalf("bob in memory: %+v %v", d, err)
+	}
 	if d, err := c.TakePolicy(ctx, pol, "ada", 1); err != nil || d.Allowed || d.Source != SourceFallback ||
 		d.RetryAfter > 600 || d.RetryAfter < 595 {
 		t.Fatalf("the fallback keeps the lock: %+v %v", d, err)
