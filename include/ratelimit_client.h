@@ -348,6 +348,9 @@ typedef struct RlPolicy
 	double		rate;
 	int32_t		burst;
 	bool		shadow;
+	int64_t		lockout_us;		/* 0: none (or a 1.2 database) */
+	double		lockout_growth;
+	int64_t		lockout_max_us; /* 0: as lockout_us */
 } RlPolicy;
 
 /* Whether the database, or one partition of a proxy, answers. */
@@ -366,6 +369,8 @@ struct RlClient
 	char	   *query_all;		/* rl_take_all_detail, explicit */
 	char	   *query_all_policy;	/* rl_take_all_detail by policies */
 	char	   *query_policies; /* reads rl_policies */
+	char	   *query_policies_12;	/* the same at 1.2: no lockout columns */
+	atomic_bool policies_12;	/* the database answered 42703: at 1.2 */
 	int64_t		policy_refresh_us;
 	int64_t		deadline_us;
 	int64_t		backoff_us;
@@ -947,7 +952,11 @@ rl_table_get(RlTable *t, const uint64_t id[2], int64_t now, bool evict_live)
 static int64_t
 rl_bucket_full_at(const GcraBucket *b)
 {
-	return b->present ? b->tat_us : INT64_MIN;
+	if (!b->present)
+		return INT64_MIN;
+	/* a lock is kept until forgiven, as gcra_bucket_forgotten says */
+	return b->tat_us > b->lock_until_us + b->lock_us ? b->tat_us :
+		b->lock_until_us + b->lock_us;
 }
 
 /*
@@ -984,6 +993,16 @@ rl_entry_pin(RlTable *t, RlEntry *e, bool pinned)
 	rl_entry_fix(t, e);
 }
 
+/* Store decision d of a bucket of e, its lock included. */
+static void
+rl_entry_store(RlTable *t, RlEntry *e, GcraBucket *bucket,
+			   const GcraDecision *d, int64_t interval_us)
+{
+	bucket->lock_until_us = d->new_lock_until_us;
+	bucket->lock_us = d->new_lock_us;
+	rl_entry_set(t, e, bucket, d->new_tat_us, interval_us);
+}
+
 /* Decide cost against one bucket of e, storing what the decision says. */
 static GcraDecision
 rl_entry_decide(RlTable *t, RlEntry *e, GcraBucket *bucket,
@@ -992,7 +1011,7 @@ rl_entry_decide(RlTable *t, RlEntry *e, GcraBucket *bucket,
 	GcraDecision d = gcra_decide(limit, bucket, now, cost);
 
 	if (d.store)
-		rl_entry_set(t, e, bucket, d.new_tat_us, limit->interval_us);
+		rl_entry_store(t, e, bucket, &d, limit->interval_us);
 	return d;
 }
 
@@ -1361,8 +1380,24 @@ rl_db_call(RlClient *c, const char *query, int nparams,
 		reused = slot->conn != NULL;
 		r = reused ? RL_DB_OK : rl_connect(c, slot, deadline, detail, len);
 		if (r == RL_DB_OK && policies != NULL)
-			r = rl_query(c, slot, c->query_policies, 0, NULL, deadline,
-						 policies, detail, len);
+		{
+			bool		at_12 = atomic_load(&c->policies_12);
+
+			r = rl_query(c, slot, at_12 ? c->query_policies_12 : c->query_policies,
+						 0, NULL, deadline, policies, detail, len);
+			/* a 1.2 database has no lockout columns: read its own */
+			if (r == RL_DB_ERROR && !at_12 && *policies != NULL &&
+				PQresultErrorField(*policies, PG_DIAG_SQLSTATE) != NULL &&
+				strcmp(PQresultErrorField(*policies, PG_DIAG_SQLSTATE), "42703") == 0 &&
+				PQtransactionStatus(slot->conn) == PQTRANS_IDLE)
+			{
+				PQclear(*policies);
+				*policies = NULL;
+				atomic_store(&c->policies_12, true);
+				r = rl_query(c, slot, c->query_policies_12, 0, NULL, deadline,
+							 policies, detail, len);
+			}
+		}
 		if (r == RL_DB_OK)
 			r = rl_query(c, slot, query, nparams, values, deadline, result,
 						 detail, len);
@@ -1737,7 +1772,11 @@ rl_policies_apply(RlClient *c, RlItem *items, int n)
 
 		items[i].known = p != NULL &&
 			gcra_limit_init(&items[i].limit, p->rate, p->burst, wall,
-							RL_PG_MAX_TIME_US) == GCRA_OK;
+							RL_PG_MAX_TIME_US) == GCRA_OK &&
+			(p->lockout_us == 0 ||
+			 gcra_lockout_init(&items[i].limit, p->lockout_us, p->lockout_growth,
+							   p->lockout_max_us, wall,
+							   RL_PG_MAX_TIME_US) == GCRA_OK);
 		if (items[i].known)
 		{
 			items[i].rate = p->rate;
@@ -1755,7 +1794,7 @@ rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
 	RlPolicy   *p;
 	int			i;
 
-	if (PQnfields(res) != 4)
+	if (PQnfields(res) != 4 && PQnfields(res) != 7)
 		return false;
 	p = calloc(n > 0 ? n : 1, sizeof(RlPolicy));
 	if (p == NULL)
@@ -1766,6 +1805,14 @@ rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
 		p[i].rate = strtod(PQgetvalue(res, i, 1), NULL);
 		p[i].burst = (int32_t) strtol(PQgetvalue(res, i, 2), NULL, 10);
 		p[i].shadow = strcmp(PQgetvalue(res, i, 3), "t") == 0;
+		p[i].lockout_growth = 1.0;
+		if (PQnfields(res) == 7 && !PQgetisnull(res, i, 4))
+		{
+			p[i].lockout_us = strtoll(PQgetvalue(res, i, 4), NULL, 10);
+			p[i].lockout_growth = strtod(PQgetvalue(res, i, 5), NULL);
+			p[i].lockout_max_us = PQgetisnull(res, i, 6) ? 0 :
+				strtoll(PQgetvalue(res, i, 6), NULL, 10);
+		}
 		if (p[i].limiter == NULL)
 		{
 			rl_policies_free(p, i);
@@ -1998,6 +2045,49 @@ rl_table_find(RlTable *t, const uint64_t id[2])
 }
 
 /*
+ * Whether a key of the call is locked by the database's last answer, carried
+ * forward in time: then out is the answer the database would give (source
+ * local), and the call is refused without a round trip until the lock ends.
+ * c->lock held.
+ */
+static bool
+rl_locked_all(RlClient *c, const RlItem *items, int n, int64_t now,
+			  RlDecisionAll *out)
+{
+	GcraRequest requests[RL_MAX_REQUESTS];
+	GcraDecision d[RL_MAX_REQUESTS];
+	int			which[RL_MAX_REQUESTS];
+	bool		locked = false;
+	GcraCombined take;
+	int			m = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		RlEntry    *e = rl_table_find(&c->table, items[i].id);
+
+		if (!items[i].known)
+			continue;
+		requests[m].limit = items[i].limit;
+		requests[m].bucket = e != NULL ? e->memory : (GcraBucket) {0};
+		requests[m].cost = items[i].cost;
+		requests[m].shadow = items[i].shadow;
+		which[m++] = i;
+	}
+	if (m == 0)
+		return false;
+	take = gcra_decide_all(requests, m, now, d);
+	for (i = 0; i < m; i++)
+		if (d[i].locked && !d[i].lock_started && !requests[i].shadow)
+			locked = true;
+	if (!locked || take.allowed)
+		return false;
+	rl_decision_from_combined(out, &take, RL_SOURCE_LOCAL);
+	out->binding = which[take.binding];
+	return true;
+}
+
+/*
  * The pre-check of a call, all or nothing over the buckets of twice the
  * burst (gcra_decide_all): true when it refuses, with out set to the
  * database's last answers for the keys carried forward in time, and the
@@ -2020,6 +2110,8 @@ rl_precheck_all(RlClient *c, const RlItem *items, int n, int64_t now,
 	int			m = 0;
 	int			i;
 
+	if (rl_locked_all(c, items, n, now, out))
+		return true;
 	for (i = 0; i < n; i++)
 	{
 		const RlItem *it = &items[i];
@@ -2142,8 +2234,8 @@ rl_fallback_all(RlClient *c, const RlItem *items, int n, int64_t now,
 
 		for (i = 0; i < n; i++)
 			if (d[i].store)
-				rl_entry_set(&c->table, entries[i], &entries[i]->memory,
-							 d[i].new_tat_us, requests[i].limit.interval_us);
+				rl_entry_store(&c->table, entries[i], &entries[i]->memory,
+							   &d[i], requests[i].limit.interval_us);
 		rl_decision_from_combined(out, &combined, RL_SOURCE_FALLBACK);
 	}
 	for (i = 0; i < got; i++)
@@ -2169,6 +2261,38 @@ rl_fallback_all(RlClient *c, const RlItem *items, int n, int64_t now,
 	}
 	rl_fallback_done(c, limiters, n, now, reason, detail);
 	return RL_OK;
+}
+
+/*
+ * The lock of bucket as the database's answer shows it; the answer has no
+ * lock state.  A denial of the binding request, enforced, of cost <= burst,
+ * by a policy with a lockout is a lock of retry_after from now: the lock a
+ * bucket already held (its lock_us kept), else one that starts (lock_us =
+ * retry_after, which a lock started by another process makes shorter than
+ * the database's: the next lockout in memory is never longer than the
+ * database's).  An allowed answer ends a lock memory holds (rl_reset).
+ */
+static void
+rl_learn_lock(GcraBucket *bucket, const RlItem *item, const RlDecisionAll *out,
+			  bool binding, int64_t now)
+{
+	bool		held = bucket->present && now < bucket->lock_until_us;
+
+	if (out->allowed && held)
+	{
+		bucket->lock_until_us = 0;
+		bucket->lock_us = 0;
+	}
+	else if (!out->allowed && binding && item->limit.lockout_us > 0 &&
+			 !item->shadow && item->cost <= item->burst && isfinite(out->retry_after))
+	{
+		int64_t		length = rl_seconds_to_us(out->retry_after,
+											  item->limit.lockout_max_us);
+
+		bucket->lock_until_us = now + length;
+		if (!held)
+			bucket->lock_us = length;
+	}
 }
 
 /*
@@ -2271,9 +2395,12 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 			}
 			e = rl_table_get(&c->table, items[i].id, now, true);
 			if (e != NULL)
+			{
+				rl_learn_lock(&e->memory, &items[i], out, i == out->binding, now);
 				rl_entry_set(&c->table, e, &e->memory,
 							 now + rl_seconds_to_us(resets[i], items[i].limit.tolerance_us),
 							 items[i].limit.interval_us);
+			}
 		}
 		pthread_mutex_unlock(&c->lock);
 		return RL_OK;
@@ -2483,6 +2610,13 @@ rl_build_query(const char *schema, const char *text)
  * call, in the order of the requests, from rl_take_all_detail's requests, so
  * that an outage continues from every bucket's shared fill level.
  */
+/*
+ * An interval in microseconds as the server counts it (30-day months, exact
+ * numeric): extract(epoch) would count a year as 365.25 days.
+ */
+#define RL_INTERVAL_US(col) "((((extract(year FROM " col ") * 12 + extract(month FROM " col ")) * 30" \
+	" + extract(day FROM " col ")) * 86400 + extract(epoch FROM " col " - date_trunc('day', " col ")))" \
+	" * 1000000)::bigint"
 #define RL_DECISION_COLUMNS "SELECT allowed, remaining, retry_after, reset_after FROM "
 #define RL_ALL_COLUMNS "SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter, " \
 	"ARRAY(SELECT r.reset_after FROM unnest(a.requests) WITH ORDINALITY " \
@@ -2529,6 +2663,7 @@ rl_client_release(RlClient *c)
 	free(c->query_all);
 	free(c->query_all_policy);
 	free(c->query_policies);
+	free(c->query_policies_12);
 	rl_policies_free(c->policies, c->npolicies);
 	free(c->conninfo);
 	free(c);
@@ -2567,7 +2702,11 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 	c->query_all_policy = rl_build_query(options->schema, RL_ALL_COLUMNS
 										 "@rl_take_all_detail($1::text[], $2::text[], $3::int4[]) AS a");
 	c->query_policies = rl_build_query(options->schema,
-									   "SELECT limiter, rate, burst, shadow FROM @rl_policies");
+									   "SELECT limiter, rate, burst, shadow, "
+									   RL_INTERVAL_US("lockout") ", lockout_growth, "
+									   RL_INTERVAL_US("lockout_max") " FROM @rl_policies");
+	c->query_policies_12 = rl_build_query(options->schema,
+										  "SELECT limiter, rate, burst, shadow FROM @rl_policies");
 	c->pool = calloc(options->pool_size, sizeof(RlConnection));
 	c->partitions = options->partitions > 0 ? options->partitions : 1;
 	c->health = calloc(c->partitions, sizeof(RlHealth));
@@ -2575,7 +2714,7 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 		!rl_table_init(&c->warned, RL_MAX_WARNED_LIMITERS) ||
 		c->conninfo == NULL || c->query == NULL || c->query_policy == NULL ||
 		c->query_all == NULL || c->query_all_policy == NULL ||
-		c->query_policies == NULL || c->pool == NULL || c->health == NULL)
+		c->query_policies == NULL || c->query_policies_12 == NULL || c->pool == NULL || c->health == NULL)
 	{
 		rl_client_release(c);
 		return RL_NO_MEMORY;

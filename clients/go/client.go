@@ -18,6 +18,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -130,22 +131,26 @@ func (r reason) String() string {
 }
 
 type policy struct {
-	rate   float64
-	burst  int32
-	shadow bool
+	rate          float64
+	burst         int32
+	shadow        bool
+	lockoutUs     int64 // 0: none (or a 1.2 database)
+	lockoutGrowth float64
+	lockoutMaxUs  int64 // 0: as lockoutUs
 }
 
 // Client decides rate limits through the database, and in memory when it
 // must.  It is safe for concurrent use by goroutines; make one per process.
 type Client struct {
-	pool     *connPool
-	queries  queries
-	opts     Options
-	deadline time.Duration
-	backoff  time.Duration
-	seeds    [2]maphash.Seed
-	start    time.Time // buckets run on the monotonic clock from here
-	startUs  int64     // start, in microseconds since pgEpoch
+	pool       *connPool
+	policies12 atomic.Bool // the database answered 42703: at 1.2, no lockout columns
+	queries    queries
+	opts       Options
+	deadline   time.Duration
+	backoff    time.Duration
+	seeds      [2]maphash.Seed
+	start      time.Time // buckets run on the monotonic clock from here
+	startUs    int64     // start, in microseconds since pgEpoch
 
 	// mu guards everything below; it is never held during I/O
 	mu            sync.Mutex
@@ -441,6 +446,65 @@ func (c *Client) checkRequests(requests []Request, byPolicy bool) ([]item, Decis
 	return items, Decision{}, nil
 }
 
+// learnLock is the lock of bucket as the database's answer shows it (the
+// answer has no lock state).  A denial of the binding request, enforced, of
+// cost <= burst, by a policy with a lockout is a lock of RetryAfter from now:
+// the lock the bucket already held keeps its length, a new one takes
+// RetryAfter as its length (shorter than the database's for a lock another
+// process started, so a later lockout in memory is never longer).  An
+// allowed answer ends a lock held in memory (rl_reset).
+func learnLock(b *gcraBucket, it *item, d *Decision, binding bool, now int64) (int64, int64) {
+	held := b.present && now < b.lockUntilUs
+	switch {
+	case d.Allowed && held:
+		return 0, 0
+	case !d.Allowed && binding && it.limit.lockoutUs > 0 && !it.shadow &&
+		it.cost <= it.burst && !math.IsInf(d.RetryAfter, 1):
+		length := secondsToUs(d.RetryAfter, it.limit.lockoutMaxUs)
+		if held {
+			return now + length, b.lockUs
+		}
+		return now + length, length
+	}
+	return b.lockUntilUs, b.lockUs
+}
+
+// locked refuses a call of which a key is locked by the database's last
+// answer, carried forward in time, with the answer the database would give
+// (source local), until the lock ends.  c.mu held.
+func (c *Client) locked(items []item, now int64) (Decision, bool) {
+	var reqsOf [maxRequests]gcraRequest
+	var decisions [maxRequests]gcraDecision
+	var whichOf [maxRequests]int
+	reqs, which := reqsOf[:0], whichOf[:0]
+	for i := range items {
+		it := &items[i]
+		if !it.known {
+			continue
+		}
+		var b gcraBucket
+		if e := c.keys.entries[it.id]; e != nil {
+			b = e.memory
+		}
+		reqs = append(reqs, gcraRequest{limit: it.limit, bucket: b, cost: it.cost, shadow: it.shadow})
+		which = append(which, i)
+	}
+	if len(reqs) == 0 {
+		return Decision{}, false
+	}
+	d := decisions[:len(reqs)]
+	take := gcraDecideAll(reqs, now, d)
+	locked := false
+	for i := range d {
+		locked = locked || (d[i].locked && !d[i].lockStarted && !reqs[i].shadow)
+	}
+	if !locked || take.allowed {
+		return Decision{}, false
+	}
+	take.binding = which[take.binding]
+	return fromCombined(&take, items, SourceLocal), true
+}
+
 // applyPolicies sets the items' limits from the last read of rl_policies
 // (c.mu held).  A limiter not in it is not known: the database decides on
 // it without a pre-check.
@@ -452,6 +516,9 @@ func (c *Client) applyPolicies(items []item) {
 		it.known = false
 		if ok {
 			l, e := gcraLimitInit(p.rate, p.burst, wall, pgMaxTimeUs)
+			if e == gcraOK && p.lockoutUs > 0 {
+				e = gcraLockoutInit(&l, p.lockoutUs, p.lockoutGrowth, p.lockoutMaxUs, wall, pgMaxTimeUs)
+			}
 			if e == gcraOK {
 				it.known, it.limit, it.rate, it.burst, it.shadow = true, l, p.rate, p.burst, p.shadow
 			}
@@ -548,7 +615,10 @@ func (c *Client) decide(ctx context.Context, k call, items []item) (Decision, er
 			}
 			// the database has decided: a live bucket may make room
 			if e := c.keys.get(it.id, now, true); e != nil {
+				lockUntil, lockUs := learnLock(&e.memory, it, &a.decision, i == a.decision.Binding, now)
 				c.keys.set(e, &e.memory, now+secondsToUs(a.resets[i], it.limit.toleranceUs), it.limit.intervalUs)
+				e.memory.lockUntilUs, e.memory.lockUs = lockUntil, lockUs
+				c.keys.fix(e)
 			}
 		}
 		c.mu.Unlock()
@@ -581,6 +651,9 @@ func secondsToUs(seconds float64, maxUs int64) int64 {
 // not pre-checked; nor is a key without a bucket and without room.  c.mu
 // held.
 func (c *Client) precheck(items []item, now int64) (Decision, bool) {
+	if d, locked := c.locked(items, now); locked {
+		return d, true
+	}
 	var reqsOf [maxRequests]gcraRequest
 	var entriesOf [maxRequests]*entry
 	var whichOf [maxRequests]int
@@ -698,6 +771,8 @@ func (c *Client) fallback(items []item, now int64, r reason, detail string) (Dec
 		for i, e := range entries {
 			if d[i].store {
 				c.keys.set(e, &e.memory, d[i].newTatUs, reqs[i].limit.intervalUs)
+				e.memory.lockUntilUs, e.memory.lockUs = d[i].newLockUntilUs, d[i].newLockUs
+				c.keys.fix(e)
 			}
 		}
 		out = fromCombined(&cb, items, SourceFallback)

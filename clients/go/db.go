@@ -17,7 +17,7 @@ import (
 )
 
 type queries struct {
-	take, takePolicy, takeAll, takeAllPolicy, policies, refund string
+	take, takePolicy, takeAll, takeAllPolicy, policies, policies12, refund string
 }
 
 // The multi-limit queries answer rl_take_all's columns and each request's
@@ -45,8 +45,10 @@ func buildQueries(schema string) queries {
 			"@rl_take_all_detail($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a"),
 		takeAllPolicy: q(allColumns +
 			"@rl_take_all_detail($1::text[], $2::text[], $3::int4[]) AS a"),
-		policies: q("SELECT limiter, rate, burst, shadow FROM @rl_policies"),
-		refund:   q("SELECT @rl_refund($1::text, $2::text, $3::int4)"),
+		policies: q("SELECT limiter, rate, burst, shadow, " + intervalUs("lockout") +
+			", lockout_growth, " + intervalUs("lockout_max") + " FROM @rl_policies"),
+		policies12: q("SELECT limiter, rate, burst, shadow FROM @rl_policies"),
+		refund:     q("SELECT @rl_refund($1::text, $2::text, $3::int4)"),
 	}
 }
 
@@ -129,8 +131,20 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 			return nil
 		}
 		if readPolicies {
-			res := conn.ExecParams(dctx, c.queries.policies, nil, nil, nil, nil).Read()
+			at12 := c.policies12.Load()
+			query := c.queries.policies
+			if at12 {
+				query = c.queries.policies12
+			}
+			res := conn.ExecParams(dctx, query, nil, nil, nil, nil).Read()
 			err = res.Err
+			var pe *pgconn.PgError
+			if !at12 && errors.As(err, &pe) && pe.Code == "42703" {
+				// a 1.2 database has no lockout columns: read its own
+				c.policies12.Store(true)
+				res = conn.ExecParams(dctx, c.queries.policies12, nil, nil, nil, nil).Read()
+				err = res.Err
+			}
 			if err == nil {
 				a.policies, err = parsePolicies(res.Rows)
 			}
@@ -325,11 +339,19 @@ func parseDecisionAll(row [][]byte, items []item) (Decision, []float64, bool) {
 	return d, resets, true
 }
 
-// parsePolicies reads rl_policies.
+// intervalUs is an interval column in microseconds as the server counts it
+// (30-day months, exact numeric): extract(epoch) counts a year as 365.25 days.
+func intervalUs(col string) string {
+	return strings.ReplaceAll("((((extract(year FROM @c) * 12 + extract(month FROM @c)) * 30"+
+		" + extract(day FROM @c)) * 86400 + extract(epoch FROM @c - date_trunc('day', @c)))"+
+		" * 1000000)::bigint", "@c", col)
+}
+
+// parsePolicies reads rl_policies: 1.3's columns, or 1.2's.
 func parsePolicies(rows [][][]byte) (map[string]policy, error) {
 	m := make(map[string]policy, len(rows))
 	for _, r := range rows {
-		if len(r) != 4 || r[0] == nil || r[1] == nil || r[2] == nil || r[3] == nil {
+		if (len(r) != 4 && len(r) != 7) || r[0] == nil || r[1] == nil || r[2] == nil || r[3] == nil {
 			return nil, errors.New("rl_policies could not be read")
 		}
 		rate, err1 := strconv.ParseFloat(string(r[1]), 64)
@@ -337,7 +359,19 @@ func parsePolicies(rows [][][]byte) (map[string]policy, error) {
 		if err1 != nil || err2 != nil {
 			return nil, errors.New("rl_policies could not be read")
 		}
-		m[string(r[0])] = policy{rate: rate, burst: int32(burst), shadow: string(r[3]) == "t"}
+		p := policy{rate: rate, burst: int32(burst), shadow: string(r[3]) == "t", lockoutGrowth: 1}
+		if len(r) == 7 && r[4] != nil {
+			var err3, err4, err5 error
+			p.lockoutUs, err3 = strconv.ParseInt(string(r[4]), 10, 64)
+			p.lockoutGrowth, err4 = strconv.ParseFloat(string(r[5]), 64)
+			if r[6] != nil {
+				p.lockoutMaxUs, err5 = strconv.ParseInt(string(r[6]), 10, 64)
+			}
+			if err3 != nil || err4 != nil || err5 != nil {
+				return nil, errors.New("rl_policies could not be read")
+			}
+		}
+		m[string(r[0])] = p
 	}
 	return m, nil
 }

@@ -133,10 +133,14 @@ func (t *table) get(id [2]uint64, nowUs int64, evictLive bool) *entry {
 }
 
 func bucketFullAt(b *gcraBucket) int64 {
-	if b.present {
+	if !b.present {
+		return math.MinInt64
+	}
+	// a lock is kept until forgiven, as gcraBucketForgotten says
+	if b.tatUs > b.lockUntilUs+b.lockUs {
 		return b.tatUs
 	}
-	return math.MinInt64
+	return b.lockUntilUs + b.lockUs
 }
 
 // fix puts e in its place in the heap: by when both buckets are full again,
