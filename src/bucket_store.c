@@ -79,7 +79,6 @@ typedef struct StorePlanDef
 } StorePlanDef;
 
 #define EQ " OPERATOR(pg_catalog.=) "
-#define LT " OPERATOR(pg_catalog.<) "
 #define GT " OPERATOR(pg_catalog.>) "
 #define LE " OPERATOR(pg_catalog.<=) "
 
@@ -88,8 +87,8 @@ typedef struct StorePlanDef
  * has passed, and so has the time in which a new offence would lengthen its
  * last lockout.  (OPERATOR() binds like any other operator: left to right.)
  */
-#define PASSED_1_0 "tat" LT "$1"
-#define PASSED "tat" LT "$1 AND (lock_until IS NULL OR (lock_until" \
+#define PASSED_1_0 "tat" LE "$1"
+#define PASSED "tat" LE "$1 AND (lock_until IS NULL OR (lock_until" \
 	" OPERATOR(pg_catalog.+) (lock_us OPERATOR(pg_catalog.*)" \
 	" '1 microsecond'::pg_catalog.interval))" LE "$1)"
 

@@ -37,7 +37,7 @@ typedef struct MemorySlot
 static inline bool
 memory_slot_passed(const MemorySlot *slot, int64 passed)
 {
-	return slot->tat_us < passed &&
+	return slot->tat_us <= passed &&
 		slot->lock_until_us + slot->lock_us <= passed;
 }
 
