@@ -170,6 +170,18 @@ gcra_lockout_init(GcraLimit *limit, int64_t lockout_us, double growth,
 }
 
 /*
+ * Whether a bucket is locked at now.  A lockout lasts at least a second, so
+ * lock_us = 0 is "never locked" whatever the time: lock_until_us = 0 is also
+ * an instant (2000-01-01), and a call before it must not read as locked.
+ */
+static inline bool
+gcra_bucket_locked(const GcraBucket *bucket, int64_t now_us)
+{
+	return bucket->present && bucket->lock_us > 0 &&
+		now_us < bucket->lock_until_us;
+}
+
+/*
  * The length of a lockout that starts at now: the last one's times growth
  * (one IEEE double multiplication, then floor), between lockout and
  * lockout_max, when the key offends again no longer after its last lockout
@@ -182,7 +194,7 @@ gcra_lockout_length(const GcraLimit *limit, const GcraBucket *bucket,
 	int64_t		grown;
 
 	if (!(bucket->present && bucket->lock_until_us <= now_us &&
-		  now_us - bucket->lock_until_us < bucket->lock_us))
+		  now_us < bucket->lock_until_us + bucket->lock_us))
 		return limit->lockout_us;
 	grown = (int64_t) floor((double) bucket->lock_us * limit->lockout_growth);
 	if (grown < limit->lockout_us)
@@ -200,7 +212,8 @@ gcra_bucket_forgotten(const GcraBucket *bucket, int64_t now_us)
 {
 	return !bucket->present ||
 		(bucket->tat_us <= now_us &&
-		 bucket->lock_until_us + bucket->lock_us <= now_us);
+		 (bucket->lock_us == 0 ||
+		  bucket->lock_until_us + bucket->lock_us <= now_us));
 }
 
 static inline int64_t
@@ -278,8 +291,7 @@ gcra_decide(const GcraLimit *limit, const GcraBucket *bucket, int64_t now_us,
 	d.new_lock_until_us = bucket->present ? bucket->lock_until_us : 0;
 	d.new_lock_us = bucket->present ? bucket->lock_us : 0;
 
-	if (limit->lockout_us > 0 && bucket->present &&
-		now_us < bucket->lock_until_us)
+	if (limit->lockout_us > 0 && gcra_bucket_locked(bucket, now_us))
 	{
 		d.allowed = cost == 0;
 		d.retry_known = true;

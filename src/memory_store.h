@@ -31,14 +31,15 @@ typedef struct MemorySlot
 
 /*
  * Whether a slot's bucket is the same as an absent one by passed, as the
- * table store's cleanup deletes a row: its tat is before passed, and its
- * last lockout and the time that lengthens the next one have passed.
+ * table store's cleanup deletes a row (gcra_bucket_forgotten): its tat is
+ * at or before passed, and it was never locked or its last lockout and the
+ * time that lengthens the next one have passed.
  */
 static inline bool
 memory_slot_passed(const MemorySlot *slot, int64 passed)
 {
 	return slot->tat_us <= passed &&
-		slot->lock_until_us + slot->lock_us <= passed;
+		(slot->lock_us == 0 || slot->lock_until_us + slot->lock_us <= passed);
 }
 
 typedef struct MemorySet

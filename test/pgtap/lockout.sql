@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(76);
+SELECT plan(79);
 
 -- test time: microseconds after a fixed origin
 CREATE FUNCTION pg_temp.at(us bigint) RETURNS timestamptz
@@ -342,6 +342,15 @@ SELECT isnt((SELECT store FROM rl_inspect('lo_clean_slow', 'tat_ahead')), NULL,
 			'one whose lock has been forgiven but tat is ahead');
 SELECT isnt((SELECT store FROM rl_inspect('lo_clean', 'locked')), NULL, 'and a locked one');
 SELECT ok((SELECT NOT allowed FROM rl_take('lo_clean', 'locked')), 'which is still locked');
+
+-- a key that was never locked is not locked at any time: lock_until 0 is
+-- also an instant (2000-01-01), and a call before it is decided by the limit
+INSERT INTO rl_policies (limiter, rate, burst, lockout) VALUES ('lo_y2k', 1, 5, '10 s');
+SELECT is((SELECT (allowed, remaining)::text FROM rl_take_at('lo_y2k', 'k', 1, '1999-12-31 23:59:00+00')),
+		  '(t,4)', 'a new key before 2000 is decided by its limit');
+SELECT is((SELECT (allowed, remaining)::text FROM rl_take_at('lo_y2k', 'k', 1, '1999-12-31 23:59:00.1+00')),
+		  '(t,3)', 'and so is its next call: never locked, it is not locked');
+SELECT is((SELECT lock_us FROM rl_inspect('lo_y2k', 'k')), NULL, 'and it holds no lock');
 
 SELECT * FROM finish();
 ROLLBACK;
