@@ -28,6 +28,17 @@ export interface Limit {
   burst: number;
 }
 
+/** a row of rl_policies, as last read */
+export interface Policy extends Limit {
+  shadow: boolean;
+  /** the first lockout's length in ms; null: no lockout */
+  lockoutMs: number | null;
+  /** each repeat offence's factor (1: the same length) */
+  lockoutGrowth: number;
+  /** the longest lockout in ms; null: as lockoutMs */
+  lockoutMaxMs: number | null;
+}
+
 export interface TakeOptions {
   /** requests per second; with burst: the explicit form, without: the policy */
   rate?: number;
@@ -110,7 +121,7 @@ export class RateLimiter {
   take(limiter: string, key: string, options?: TakeOptions): Promise<Decision>;
   takeAll(requests: Request[]): Promise<DecisionAll>;
   refund(limiter: string, key: string, cost?: number): Promise<boolean>;
-  policy(limiter: string): (Limit & { shadow: boolean }) | null;
+  policy(limiter: string): Policy | null;
   stats(): Stats;
   end(): Promise<void>;
 }

@@ -104,6 +104,20 @@ function checkLimit(limiter, rate, burst) {
   return limit;
 }
 
+// An interval (as text) in microseconds, counted as the server counts a
+// policy's lockout: a month is 30 days (extract(epoch) counts a year as 365.25).
+const intervalUs = (text) => '(SELECT ((extract(year FROM i) * 12 + extract(month FROM i)) * 30 + ' +
+  'extract(day FROM i)) * 86400000000 + extract(hour FROM i) * 3600000000 + ' +
+  `extract(minute FROM i) * 60000000 + extract(microseconds FROM i) FROM (VALUES (CAST(${text} AS interval))) AS v(i))::int8`;
+
+// A row of rl_policies as the limiter keeps it; lockoutUs 0n: none.
+function policyOf([limiter, rate, burst, shadow, lockoutUs, lockoutGrowth, lockoutMaxUs]) {
+  return [limiter, {
+    rate, burst, shadow, lockoutUs: lockoutUs === null ? 0n : BigInt(lockoutUs),
+    lockoutGrowth: lockoutGrowth ?? 1, lockoutMaxUs: lockoutMaxUs === null ? 0n : BigInt(lockoutMaxUs),
+  }];
+}
+
 class RateLimiter {
   // options: connectionString or connection (a pg client config), and the
   // DEFAULTS above; logger: an object with warn(message) (console).
@@ -134,7 +148,11 @@ class RateLimiter {
       policy: `SELECT allowed, remaining, retry_after, reset_after FROM ${s}rl_take($1::text, $2::text, $3::int4)`,
       all: all('$1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]'),
       allPolicy: all('$1::text[], $2::text[], $3::int4[]'),
-      policies: `SELECT limiter, rate, burst, shadow FROM ${s}rl_policies`,
+      // to_jsonb leaves out the lockout columns of a database still at 1.2:
+      // they read as no lockout
+      policies: `SELECT p.limiter, p.rate, p.burst, p.shadow, ${intervalUs("j->>'lockout'")}, ` +
+        `(j->>'lockout_growth')::float8, ${intervalUs("j->>'lockout_max'")} ` +
+        `FROM ${s}rl_policies AS p CROSS JOIN LATERAL to_jsonb(p) AS j`,
       refund: `SELECT ${s}rl_refund($1::text, $2::text, $3::int4) AS refunded`,
     };
     this.salt = crypto.randomBytes(16);
@@ -142,7 +160,7 @@ class RateLimiter {
     this.retryDbAt = 0;	// performance.now() ms; 0: healthy
     this.failureReason = 'error';
     this.failure = '';
-    this.policies = null;	// Map limiter -> { rate, burst, shadow }, as last read
+    this.policies = null;	// Map limiter -> policyOf's record, as last read
     this.policiesDue = 0;
     this.warned = new Map();	// limiter -> quiet until (ms), in that order
     this.summaryDue = 0;
@@ -184,7 +202,8 @@ class RateLimiter {
       const now = nowUs();
       if (e === null || !e.memory.present || e.memory.tatUs <= now) return false;
       const back = e.memory.tatUs - BigInt(cost) * e.memory.intervalUs;
-      this.table.set(e, 'memory', back > now ? back : now, e.memory.intervalUs);
+      // a refund never ends a lockout
+      this.table.set(e, 'memory', back > now ? back : now, e.memory.intervalUs, e.memory.lockUntilUs, e.memory.lockUs);
       return true;
     };
     if (this.backingOff(performance.now())) return memory();
@@ -200,9 +219,17 @@ class RateLimiter {
     return memory();
   }
 
-  // The limit of limiter's policy as last read ({ rate, burst, shadow }), or null.
+  // limiter's policy as last read, or null: { rate, burst, shadow,
+  // lockoutMs, lockoutGrowth, lockoutMaxMs } (lockoutMs null: no lockout;
+  // lockoutMaxMs null: as lockoutMs).
   policy(limiter) {
-    return (this.policies && this.policies.get(limiter)) ?? null;
+    const p = this.policies && this.policies.get(limiter);
+    if (!p) return null;
+    const ms = (us) => (us === 0n ? null : Number(us) / 1000);
+    return {
+      rate: p.rate, burst: p.burst, shadow: p.shadow,
+      lockoutMs: ms(p.lockoutUs), lockoutGrowth: p.lockoutGrowth, lockoutMaxMs: ms(p.lockoutMaxUs),
+    };
   }
 
   stats() {
@@ -255,7 +282,10 @@ class RateLimiter {
     const wall = wallUs();
     for (const it of items) {
       const p = this.policies && this.policies.get(it.limiter);
-      const limit = p && gcra.limitInit(p.rate, p.burst, wall, gcra.PG_MAX_TIME_US).limit;
+      let limit = p && gcra.limitInit(p.rate, p.burst, wall, gcra.PG_MAX_TIME_US).limit;
+      if (limit && p.lockoutUs > 0n) {
+        ({ limit } = gcra.lockoutInit(limit, p.lockoutUs, p.lockoutGrowth, p.lockoutMaxUs, wall, gcra.PG_MAX_TIME_US));
+      }
       it.known = Boolean(limit);
       if (limit) Object.assign(it, { limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
     }
@@ -310,7 +340,7 @@ class RateLimiter {
     const values = this.values(call, items);
     const r = await this.query(this.queries[call], values, readPolicies, deadline);
     if (r.policies) {
-      this.policies = new Map(r.policies.rows.map(([limiter, rate, burst, shadow]) => [limiter, { rate, burst, shadow }]));
+      this.policies = new Map(r.policies.rows.map(policyOf));
       this.counters.policyReads++;
       this.applyPolicies(items);
     } else if (readPolicies) this.policiesDue = 0;
@@ -334,7 +364,8 @@ class RateLimiter {
         if (e === null) return;
         const us = d.resets[i] * 1e6 >= Number(it.limit.toleranceUs)
           ? it.limit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
-        this.table.set(e, 'memory', now + us, it.limit.intervalUs);
+        const [lockUntilUs, lockUs] = this.lockLearned(items, it, i, d, e.memory, now);
+        this.table.set(e, 'memory', now + us, it.limit.intervalUs, lockUntilUs, lockUs);
       });
       delete d.resets;
       return d;
@@ -346,6 +377,29 @@ class RateLimiter {
     // a full pool is load, not a failure of the database: no backoff
     if (!r.busy) this.failed(r.reason, r.detail);
     return this.fallback(items, r.reason, r.detail);
+  }
+
+  // The lock of item i (its lock_until and lock_us in memory) after the
+  // database's answer d.  The answer has no lock_until or lock_us: under a
+  // lockout, a denial of a request the burst holds is always a lock (one
+  // that starts, or its remainder), so the key is locked for retry_after,
+  // known for the request of the answer (a take, or the binding request of
+  // a take_all when no other request shares its limiter).  A lock that
+  // starts lasts retry_after; a lock already kept in memory is the same one
+  // and keeps its length.  A key not locked: what memory holds while it has
+  // ended (the length the next lockout grows from), none while memory
+  // still had it locked (the database ended it: rl_reset).
+  lockLearned(items, it, i, d, memory, now) {
+    const sameLimiter = items.filter((other) => other.limiter === it.limiter).length;
+    const answered = items.length === 1 || (i === d.binding && sameLimiter === 1);
+    const running = memory.present && now < memory.lockUntilUs;
+    if (!d.allowed && !answered) return [memory.lockUntilUs, memory.lockUs];
+    if (it.shadow) return [memory.lockUntilUs, memory.lockUs];
+    if (!d.allowed && it.limit.lockoutUs > 0n && it.cost > 0 && it.cost <= it.burst && d.retryAfter !== Infinity) {
+      const remainder = BigInt(Math.round(d.retryAfter * 1e6));
+      return [now + remainder, running ? memory.lockUs : remainder];
+    }
+    return running ? [0n, 0n] : [memory.lockUntilUs, memory.lockUs];
   }
 
   values(call, items) {
@@ -437,6 +491,14 @@ class RateLimiter {
   precheck(items) {
     const now = nowUs();
     const wall = wallUs();
+    const known = items.filter((it) => it.known);
+    // the database's last answers, neither stored
+    const last = (spend) => gcra.decideAll(known.map((it) => {
+      const e = this.table.find(it.id);
+      return { limit: it.limit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
+    }), now);
+    const locked = this.lockedAnswer(items, known, last, now);
+    if (locked) return locked;
     const requests = [];
     const entries = [];
     const which = [];
@@ -455,19 +517,13 @@ class RateLimiter {
     const pre = gcra.decideAll(requests, now);
     entries.forEach((e, i) => {
       const d = pre.decisions[i];
-      if (d.store) this.table.set(e, 'precheck', d.newTatUs, requests[i].limit.intervalUs);
+      if (d.store) this.table.set(e, 'precheck', d.newTatUs, requests[i].limit.intervalUs, d.newLockUntilUs, d.newLockUs);
       this.table.pin(e, false);
     });
     if (pre.combined.allowed) return null;
 
-    // the database's last answers, neither stored
-    const known = items.filter((it) => it.known);
-    const last = (spend) => gcra.decideAll(known.map((it) => {
-      const e = this.table.find(it.id);
-      return { limit: it.limit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
-    }), now).combined;
-    const peek = last(false);
-    const take = last(true);
+    const peek = last(false).combined;
+    const take = last(true).combined;
     const preRetry = pre.combined.retryAfterUs;
     let retry;
     if (take.allowed || (take.retryKnown && take.retryAfterUs < preRetry)) retry = seconds(preRetry);
@@ -475,6 +531,24 @@ class RateLimiter {
     return this.answer(items, {
       allowed: false, remaining: peek.remaining, retryAfter: retry, resetAfter: seconds(peek.resetAfterUs),
       binding: which[pre.combined.binding],
+    }, 'local');
+  }
+
+  // A refusal (source 'local') when the database locked a key of the call
+  // and the lock has not ended: the call decided on the database's last
+  // answers, whose retryAfter is the lock's remainder; else null.
+  lockedAnswer(items, known, last, now) {
+    const isLocked = (it) => {
+      const e = this.table.find(it.id);
+      return it.cost > 0 && !it.shadow && it.limit.lockoutUs > 0n && e !== null &&
+        e.memory.present && now < e.memory.lockUntilUs;
+    };
+    if (!known.some(isLocked)) return null;
+    const { combined } = last(true);
+    return this.answer(items, {
+      allowed: false, remaining: combined.remaining,
+      retryAfter: combined.retryKnown ? seconds(combined.retryAfterUs) : Infinity,
+      resetAfter: seconds(combined.resetAfterUs), binding: items.indexOf(known[combined.binding]),
     }, 'local');
   }
 
@@ -503,7 +577,9 @@ class RateLimiter {
         const requests = items.map((it, i) => ({ limit: it.limit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
         const { combined, decisions } = gcra.decideAll(requests, now);
         decisions.forEach((dd, i) => {
-          if (dd.store) this.table.set(entries[i], 'memory', dd.newTatUs, requests[i].limit.intervalUs);
+          if (dd.store) {
+            this.table.set(entries[i], 'memory', dd.newTatUs, requests[i].limit.intervalUs, dd.newLockUntilUs, dd.newLockUs);
+          }
         });
         d = {
           allowed: combined.allowed, remaining: combined.remaining,

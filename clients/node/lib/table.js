@@ -7,7 +7,7 @@
 const NEVER = -(1n << 63n);	// a bucket that is absent: full since ever
 const PINNED = (1n << 63n) - 1n;
 
-// never locked: no client limit has a lockout yet, so set() keeps these 0n
+// lockUntilUs and lockUs 0n: never locked
 const emptyBucket = () => ({ present: false, tatUs: 0n, intervalUs: 0n, lockUntilUs: 0n, lockUs: 0n });
 
 class KeyTable {
@@ -64,11 +64,8 @@ class KeyTable {
   }
 
   // Set one bucket of e ('precheck' or 'memory').
-  set(e, which, tatUs, intervalUs) {
-    const b = e[which];
-    b.present = true;
-    b.tatUs = tatUs;
-    b.intervalUs = intervalUs;
+  set(e, which, tatUs, intervalUs, lockUntilUs, lockUs) {
+    Object.assign(e[which], { present: true, tatUs, intervalUs, lockUntilUs, lockUs });
     this.refresh(e);
   }
 
@@ -79,7 +76,13 @@ class KeyTable {
   }
 
   refresh(e) {
-    const full = (b) => (b.present ? b.tatUs : NEVER);
+    // full again once gcra_bucket_forgotten: a lockout's length is kept
+    // for as long as a new offence would grow from it
+    const full = (b) => {
+      if (!b.present) return NEVER;
+      const lockEnd = b.lockUntilUs + b.lockUs;
+      return b.tatUs > lockEnd ? b.tatUs : lockEnd;
+    };
     const a = full(e.precheck);
     const m = full(e.memory);
     e.fullAt = e.pinned ? PINNED : a > m ? a : m;

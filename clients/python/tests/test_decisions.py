@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from conftest import dsn, sql, wait_for
-from ratelimit_client import AsyncLimiter, Limiter, RateLimitError, Request, Source, UnknownLimiterError
+from ratelimit_client import AsyncLimiter, Limiter, Policy, RateLimitError, Request, Source, UnknownLimiterError
 from ratelimit_client import _core, _sql
 
 # the deadline is not what these tests check: a loaded machine may take longer to connect
@@ -224,7 +224,7 @@ def test_policy_change_reaches_the_precheck_after_policy_refresh(store, make_lim
         clock[0] += 1
         d = lim.take(name, key)
         assert (d.allowed, d.source, lim.stats().policy_reads) == (True, Source.DATABASE, 2)
-        assert lim.policy(name) == (0.001, 5, False)
+        assert lim.policy(name) == Policy(0.001, 5, False, lockout=None, lockout_growth=1.0, lockout_max=None)
     finally:
         sql(store, "DELETE FROM rl_policies WHERE limiter = %s", (name,))
 

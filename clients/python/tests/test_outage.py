@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from conftest import dsn, sql, wait_for
-from ratelimit_client import AsyncLimiter, Limiter, Request, Source, _core
+from ratelimit_client import AsyncLimiter, Limiter, Policy, Request, Source, _core
 
 DEADLINE = 0.25
 MARGIN = 0.25   # a loaded machine's scheduling; the stall itself lasts seconds
@@ -289,3 +289,34 @@ def test_threads_in_memory_share_one_burst(server, make_limiter):
     for t in threads:
         t.join()
     assert sum(results) == 100 and len(results) == 8000
+
+
+def test_lockout_from_the_database_is_kept_in_the_precheck_and_the_fallback(server, make_limiter, monkeypatch):
+    """The database locks a key: the pre-check refuses it for the lock's remainder, the fallback keeps
+    it during an outage, and the next offence within the last lockout's length is locked twice as long."""
+    name = "lockout_" + fresh()[:8]
+    sql("outage", "INSERT INTO rl_policies (limiter, rate, burst, lockout, lockout_growth, lockout_max) "
+                  "VALUES (%s, 1.0 / 3600, 2, interval '10 minutes', 2, interval '1 hour')", (name,))
+    # the lock's end passes on the limiter's clock, never the machine's
+    clock = [_core.mono_us()]
+    monkeypatch.setattr(_core, "mono_us", lambda: clock[0])
+    lim = make_limiter("outage", backoff=0.5, deadline=PATIENT)
+    key = fresh()
+    assert [(d.allowed, d.source) for d in (lim.take(name, key), lim.take(name, key))] == \
+        [(True, Source.DATABASE)] * 2
+    assert lim.policy(name) == Policy(1 / 3600, 2, False, lockout=600.0, lockout_growth=2.0, lockout_max=3600.0)
+    lock = lim.take(name, key)
+    assert (lock.allowed, lock.source, lock.retry_after) == (False, Source.DATABASE, 600), "a lockout starts"
+    local = lim.take(name, key)
+    assert (local.allowed, local.source, local.remaining) == (False, Source.LOCAL, 0), "the pre-check refuses"
+    assert 590 < local.retry_after <= 600, "the lock's remainder"
+    assert lim.take(name, fresh()).source == Source.DATABASE, "another key is not locked"
+    server.stop()
+    clock[0] += 300_000_000
+    held = lim.take(name, key)
+    assert (held.allowed, held.source, held.remaining) == (False, Source.FALLBACK, 0), "the fallback keeps the lock"
+    assert 290 < held.retry_after <= 300, "the lock's remainder"
+    # the lock has ended, the two cells are still spent
+    clock[0] += 301_000_000
+    again = lim.take(name, key)
+    assert (again.allowed, again.source, again.retry_after) == (False, Source.FALLBACK, 1200), "the next one, grown"

@@ -1,6 +1,6 @@
 // A typed use of every call, checked by tsc --noEmit (test/clients/node.pl);
 // the lines marked @ts-expect-error must not type-check.
-import { RateLimiter, RateLimitError, rateLimit, rateLimitHeaders, clientIp, ipKey, Decision, DecisionAll, Stats } from 'ratelimit-client';
+import { RateLimiter, RateLimitError, rateLimit, rateLimitHeaders, clientIp, ipKey, Decision, DecisionAll, Policy, Stats } from 'ratelimit-client';
 
 async function use(): Promise<void> {
   const limiter = new RateLimiter({ connectionString: 'postgres://web@localhost/app', deadlineMs: 250, logger: console });
@@ -10,7 +10,9 @@ async function use(): Promise<void> {
   const index: number = all.binding;
   const refunded: boolean = await limiter.refund('sign_in_failures', 'ada');
   const stats: Stats = limiter.stats();
-  const seconds: number = d.retryAfter + p.resetAfter + stats.fallbackTimeout + index + (refunded ? 1 : 0);
+  const rule: Policy | null = limiter.policy('auth_login');
+  const lockoutMs: number = rule?.lockoutMs ?? rule?.lockoutMaxMs ?? rule?.lockoutGrowth ?? 0;
+  const seconds: number = lockoutMs + d.retryAfter + p.resetAfter + stats.fallbackTimeout + index + (refunded ? 1 : 0);
   const fields = rateLimitHeaders(d, 'auth_login', 10 / 900, 10);
   const policy: string = fields['RateLimit-Policy'];
   const ip: string | null = clientIp('10.0.0.1', '203.0.113.7', ['10.0.0.0/8']);

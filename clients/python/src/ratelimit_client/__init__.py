@@ -11,11 +11,11 @@ AsyncLimiter (ratelimit_client.aio) is the same for asyncio;
 ratelimit_client.flask and ratelimit_client.asgi answer HTTP 429.
 """
 
-from ._core import (Decision, RateLimitError, Request, Source, Stats,
+from ._core import (Decision, Policy, RateLimitError, Request, Source, Stats,
                     UnknownLimiterError)
 from .client import Limiter
 
-__all__ = ["Limiter", "AsyncLimiter", "Decision", "Request", "Source", "Stats",
+__all__ = ["Limiter", "AsyncLimiter", "Decision", "Policy", "Request", "Source", "Stats",
            "RateLimitError", "UnknownLimiterError"]
 
 

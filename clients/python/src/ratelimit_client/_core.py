@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from . import gcra
 
@@ -78,6 +78,38 @@ class Stats:
     policy_reads: int
     evictions: int      # keys forgotten to stay within max_keys
     keys: int           # keys in memory now
+
+
+class Policy(NamedTuple):
+    """A row of rl_policies as last read; lockout and lockout_max in seconds
+    (lockout None: no lockout; lockout_max None: as lockout)."""
+
+    rate: float
+    burst: int
+    shadow: bool
+    lockout: Optional[float] = None
+    lockout_growth: float = 1.0
+    lockout_max: Optional[float] = None
+
+
+class _PolicyRow(NamedTuple):
+    """A row of rl_policies as the limiter keeps it: intervals in microseconds, 0 when NULL."""
+
+    rate: float
+    burst: int
+    shadow: bool
+    lockout_us: int
+    lockout_growth: float
+    lockout_max_us: int
+
+    @classmethod
+    def read(cls, row):
+        return cls(float(row[1]), int(row[2]), bool(row[3]), row[4] or 0,
+                   1.0 if row[5] is None else float(row[5]), row[6] or 0)
+
+    def public(self):
+        return Policy(self.rate, self.burst, self.shadow, self.lockout_us / 1e6 or None,
+                      self.lockout_growth, self.lockout_max_us / 1e6 or None)
 
 
 class RateLimitError(ValueError):
@@ -203,8 +235,10 @@ class _Table:
     def fix(self, e):
         full = -math.inf
         for b in (e.precheck, e.memory):
-            if b is not None and b[0] > full:
-                full = b[0]
+            # full again once gcra_bucket_forgotten: a lockout's length is
+            # kept for as long as a new offence would grow from it
+            if b is not None:
+                full = max(full, b[0], b[2] + b[3])
         e.full_at = math.inf if e.pinned else full
         heapq.heappush(self.heap, (e.full_at, next(self.seq), e))
         if len(self.heap) > 2 * len(self.entries) + 64:
@@ -247,9 +281,8 @@ class _Table:
         self.fix(e)
         return e
 
-    def set(self, e, which, tat_us, interval_us):
-        # the database's answer carries no lock
-        setattr(e, which, (tat_us, interval_us, 0, 0))
+    def set(self, e, which, bucket):
+        setattr(e, which, bucket)
         self.fix(e)
 
     def pin(self, e, pinned):
@@ -310,7 +343,7 @@ class Core:
         self.failure = ""
         self.warned = collections.OrderedDict()    # limiter: quiet until
         self.summary_due = 0
-        self.policies = {}          # limiter: (rate, burst, shadow), as last read
+        self.policies = {}          # limiter: _PolicyRow, as last read
         self.policies_due = 0       # read again from then; 0: at once
         self.counts = dict.fromkeys(("database", "local", "fallback", "fallback_timeout",
                                      "fallback_error", "no_room", "no_policy", "policy_reads"), 0)
@@ -377,7 +410,7 @@ class Core:
         with self.lock:
             now = mono_us()
             if out.policies is not None:
-                self.policies = {p[0]: (float(p[1]), int(p[2]), bool(p[3])) for p in out.policies}
+                self.policies = {p[0]: _PolicyRow.read(p) for p in out.policies}
                 self.counts["policy_reads"] += 1
                 self._apply_policies(items)
             elif plan.read_policies:
@@ -410,20 +443,47 @@ class Core:
         allowed, remaining, retry_after, reset_after = out.row[:4]
         resets = out.resets if out.resets is not None else [reset_after]
         # each bucket's shared fill level, for an outage that starts now
-        for it, reset in zip(items, resets):
-            if not it.known:
-                # a policy made since the last read: read them again
-                self.policies_due = 0
-                continue
-            e = self.table.get(it.id, now, True)
-            if e is not None:
-                self.table.set(e, "memory", now + _seconds_to_us(reset, it.limit.tolerance_us),
-                               it.limit.interval_us)
+        if not all(it.known for it in items):
+            # a policy made since the last read: read them again
+            self.policies_due = 0
         binding = 0
         if len(out.row) > 4:
             binding = next((i for i, it in enumerate(items) if it.limiter == out.row[4]), 0)
+        for i, (it, reset) in enumerate(zip(items, resets)):
+            if not it.known:
+                continue
+            e = self.table.get(it.id, now, True)
+            if e is not None:
+                lock = self._lock_learned(items, i, binding, allowed, retry_after, e.memory, now)
+                self.table.set(e, "memory", (now + _seconds_to_us(reset, it.limit.tolerance_us),
+                                             it.limit.interval_us) + lock)
         return Decision(allowed, remaining, math.inf if retry_after is None else retry_after,
                         reset_after, Source.DATABASE, items[binding].limiter, binding)
+
+    @staticmethod
+    def _lock_learned(items, i, binding, allowed, retry_after, memory, now):
+        """The lock (lock_until_us, lock_us) of items[i] in memory after the
+        database's answer.  The answer has no lock_until or lock_us: under a
+        lockout, a denial of a request the burst holds is always a lock (one
+        that starts, or its remainder), so the key is locked for retry_after,
+        known for the request of the answer (a take, or the binding request
+        of a take_all when no other request shares its limiter).  A lock that
+        starts lasts retry_after; a lock already kept in memory is the same
+        one and keeps its length.  A key not locked: what memory holds while
+        it has ended (the length the next lockout grows from), none while
+        memory still had it locked (the database ended it: rl_reset)."""
+        it = items[i]
+        kept = (memory[2], memory[3]) if memory is not None else (0, 0)
+        running = now < kept[0]
+        answered = len(items) == 1 or (
+            i == binding and sum(other.limiter == it.limiter for other in items) == 1)
+        if it.shadow or (not allowed and not answered):
+            return kept
+        if (not allowed and it.limit.lockout_us > 0 and 0 < it.cost <= it.burst
+                and retry_after is not None):
+            remainder = round(retry_after * 1e6)
+            return (now + remainder, kept[1] if running else remainder)
+        return (0, 0) if running else kept
 
     # ---- policies ----
 
@@ -433,10 +493,13 @@ class Core:
             p = self.policies.get(it.limiter)
             it.known = False
             if p is not None:
-                error, limit = gcra.limit_init(p[0], p[1], wall, PG_MAX_TIME_US)
+                error, limit = gcra.limit_init(p.rate, p.burst, wall, PG_MAX_TIME_US)
+                if error == gcra.OK and p.lockout_us > 0:
+                    error = gcra.lockout_init(limit, p.lockout_us, p.lockout_growth,
+                                              p.lockout_max_us, wall, PG_MAX_TIME_US)
                 if error == gcra.OK:
                     it.known = True
-                    it.rate, it.burst, it.shadow = p
+                    it.rate, it.burst, it.shadow = p.rate, p.burst, p.shadow
                     it.limit = limit
 
     def _refuse_explicit_with_policy(self, items):
@@ -451,6 +514,25 @@ class Core:
     def _precheck(self, items, now):
         """The pre-check, all or nothing over buckets of twice the burst: a refusal, or None."""
         table = self.table
+        # the database's last answers carried forward in time, neither stored
+        known = [it for it in items if it.known]
+        buckets = []
+        for it in known:
+            e = table.entries.get(it.id)
+            buckets.append(e.memory if e is not None else None)
+
+        def last(spend):
+            return gcra.decide_all([gcra.Request(it.limit, b, it.cost if spend else 0, it.shadow)
+                                    for it, b in zip(known, buckets)], now)[0]
+
+        if any(it.cost > 0 and not it.shadow and it.limit.lockout_us > 0 and b is not None and now < b[2]
+               for it, b in zip(known, buckets)):
+            # the database locked a key of the call and the lock has not
+            # ended: retry_after is the lock's remainder
+            take = last(True)
+            binding = items.index(known[take.binding])
+            return Decision(False, take.remaining, take.retry_after_us / 1e6 if take.retry_known else math.inf,
+                            take.reset_after_us / 1e6, Source.LOCAL, items[binding].limiter, binding)
         wall = wall_us()
         # pinned, an entry is kept while the call makes room for its next one
         pin = len(items) > 1
@@ -481,16 +563,8 @@ class Core:
                 table.fix(e)
         if pre.allowed:
             return None
-        # the database's last answers carried forward in time, neither stored
-        known = [it for it in items if it.known]
-        buckets = []
-        for it in known:
-            e = table.entries.get(it.id)
-            buckets.append(e.memory if e is not None else None)
-        peek, _ = gcra.decide_all([gcra.Request(it.limit, b, 0, it.shadow)
-                                   for it, b in zip(known, buckets)], now)
-        take, _ = gcra.decide_all([gcra.Request(it.limit, b, it.cost, it.shadow)
-                                   for it, b in zip(known, buckets)], now)
+        peek = last(False)
+        take = last(True)
         if take.allowed or (take.retry_known and take.retry_after_us < pre.retry_after_us):
             retry = pre.retry_after_us / 1e6
         else:

@@ -21,6 +21,14 @@ _ALL = ("SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter,
 _ELEMENT = re.compile(r"element (\d+)")
 
 
+def _interval_us(text):
+    """An interval (as text) in microseconds, counted as the server counts a
+    policy's lockout: a month is 30 days (extract(epoch) counts a year as 365.25)."""
+    return ("(SELECT ((extract(year FROM i) * 12 + extract(month FROM i)) * 30 + extract(day FROM i)) * 86400000000"
+            " + extract(hour FROM i) * 3600000000 + extract(minute FROM i) * 60000000 + extract(microseconds FROM i)"
+            f" FROM (VALUES (CAST({text} AS interval))) AS v(i))::int8")
+
+
 class Queries:
     """The statements, as plain text: psycopg parses each once and keeps it."""
 
@@ -39,7 +47,11 @@ class Queries:
                                args="%(l)s::text[], %(k)s::text[], %(r)s::float8[], %(b)s::int4[], %(c)s::int4[]")
         self.all_policy = _ALL.format(take_all=f("rl_take_all_detail"), args="%(l)s::text[], %(k)s::text[], %(c)s::int4[]")
         self.refund = "SELECT " + f("rl_refund") + "(%(l)s::text, %(k)s::text, %(c)s::int4)"
-        self.policies = "SELECT limiter, rate, burst, shadow FROM " + f("rl_policies")
+        # to_jsonb leaves out the lockout columns of a database still at 1.2:
+        # they read as no lockout
+        self.policies = ("SELECT p.limiter, p.rate, p.burst, p.shadow, " + _interval_us("j->>'lockout'")
+                         + ", (j->>'lockout_growth')::float8, " + _interval_us("j->>'lockout_max'")
+                         + " FROM " + f("rl_policies") + " AS p CROSS JOIN LATERAL to_jsonb(p) AS j")
 
     def statement(self, plan):
         """The query and parameters of a Plan."""

@@ -222,8 +222,9 @@ class Limiter:
         return self._core.refund_finish(plan, self._db(plan))
 
     def policy(self, limiter):
-        """The policy last read for limiter: (rate, burst, shadow), or None."""
-        return self._core.policies.get(limiter)
+        """The policy last read for limiter (a Policy), or None."""
+        p = self._core.policies.get(limiter)
+        return None if p is None else p.public()
 
     def stats(self):
         """The counters (a Stats), at any time."""
