@@ -7,7 +7,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS ratelimit;
 SET LOCAL ratelimit.in_transaction = allow;
 
-SELECT plan(79);
+SELECT plan(83);
 
 -- test time: microseconds after a fixed origin
 CREATE FUNCTION pg_temp.at(us bigint) RETURNS timestamptz
@@ -351,6 +351,37 @@ SELECT is((SELECT (allowed, remaining)::text FROM rl_take_at('lo_y2k', 'k', 1, '
 SELECT is((SELECT (allowed, remaining)::text FROM rl_take_at('lo_y2k', 'k', 1, '1999-12-31 23:59:00.1+00')),
 		  '(t,3)', 'and so is its next call: never locked, it is not locked');
 SELECT is((SELECT lock_us FROM rl_inspect('lo_y2k', 'k')), NULL, 'and it holds no lock');
+
+-- Retry-After of a locked answer: the lock's remainder, rounded up (the 1.1
+-- rule, never earlier than t). T = 60 s, tau = 120 s; the third call at 2 s
+-- starts a lockout of 600 s, until 602 s; at 102.5 s reset_after is
+-- max(tat 120 s, 602 s) - 102.5 s = 499.5 s, so t = ceil(499.5 mod 60) = 20
+INSERT INTO rl_policies (limiter, rate, burst, lockout) VALUES ('lo_hdr', 1.0 / 60, 2, '10 minutes');
+SELECT pg_temp.take('lo_hdr', 'k', 1, pg_temp.us(0)), pg_temp.take('lo_hdr', 'k', 1, pg_temp.us(1));
+SELECT is((SELECT rl_headers(d, 'lo_hdr') - 'RateLimit-Policy'
+		   FROM rl_take_at('lo_hdr', 'k', 1, pg_temp.at(pg_temp.us(2))) d),
+		  '{"RateLimit": "\"lo_hdr\";r=0;t=60", "Retry-After": "600"}',
+		  'rl_headers of the denial that starts a lockout: Retry-After is its length');
+SELECT is((SELECT rl_headers(d, 'lo_hdr') - 'RateLimit-Policy'
+		   FROM rl_take_at('lo_hdr', 'k', 1, pg_temp.at(pg_temp.us(102.5))) d),
+		  '{"RateLimit": "\"lo_hdr\";r=0;t=20", "Retry-After": "500"}',
+		  'and of a locked answer: the lock''s remainder, rounded up');
+-- rl_guard by the server clock: the lockout its denial starts is its 429's Retry-After
+CREATE FUNCTION pg_temp.guard_headers(key text) RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+	detail text;
+BEGIN
+	PERFORM rl_guard('lo_hdr', key);
+	RETURN NULL;
+EXCEPTION WHEN SQLSTATE 'PGRST' THEN
+	GET STACKED DIAGNOSTICS detail = PG_EXCEPTION_DETAIL;
+	RETURN detail::jsonb->'headers';
+END $$;
+SELECT pg_temp.guard_headers('g'), pg_temp.guard_headers('g');
+SELECT is(pg_temp.guard_headers('g')->>'Retry-After', '600',
+		  'rl_guard: the denial that starts a lockout answers 429 with Retry-After its length');
+SELECT cmp_ok((pg_temp.guard_headers('g')->>'Retry-After')::int, '<=', 600,
+		  'and a locked call the remainder, rounded up');
 
 SELECT * FROM finish();
 ROLLBACK;
