@@ -2045,6 +2045,33 @@ rl_table_find(RlTable *t, const uint64_t id[2])
 }
 
 /*
+ * The call's requests of a known limit against their in-memory buckets (the
+ * database's last answers), each of its own cost or a peek; which[k] is the
+ * item of request k.  Answers how many there are.
+ */
+static int
+rl_memory_requests(RlClient *c, const RlItem *items, int n, bool peek,
+				   GcraRequest *requests, int *which)
+{
+	int			m = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		RlEntry    *e = rl_table_find(&c->table, items[i].id);
+
+		if (!items[i].known)
+			continue;
+		requests[m].limit = items[i].limit;
+		requests[m].bucket = e != NULL ? e->memory : (GcraBucket) {0};
+		requests[m].cost = peek ? 0 : items[i].cost;
+		requests[m].shadow = items[i].shadow;
+		which[m++] = i;
+	}
+	return m;
+}
+
+/*
  * Whether a key of the call is locked by the database's last answer, carried
  * forward in time: then out is the answer the database would give (source
  * local), and the call is refused without a round trip until the lock ends.
@@ -2059,21 +2086,9 @@ rl_locked_all(RlClient *c, const RlItem *items, int n, int64_t now,
 	int			which[RL_MAX_REQUESTS];
 	bool		locked = false;
 	GcraCombined take;
-	int			m = 0;
+	int			m = rl_memory_requests(c, items, n, false, requests, which);
 	int			i;
 
-	for (i = 0; i < n; i++)
-	{
-		RlEntry    *e = rl_table_find(&c->table, items[i].id);
-
-		if (!items[i].known)
-			continue;
-		requests[m].limit = items[i].limit;
-		requests[m].bucket = e != NULL ? e->memory : (GcraBucket) {0};
-		requests[m].cost = items[i].cost;
-		requests[m].shadow = items[i].shadow;
-		which[m++] = i;
-	}
 	if (m == 0)
 		return false;
 	take = gcra_decide_all(requests, m, now, d);
@@ -2103,6 +2118,7 @@ rl_precheck_all(RlClient *c, const RlItem *items, int n, int64_t now,
 	GcraDecision d[RL_MAX_REQUESTS];
 	RlEntry    *entries[RL_MAX_REQUESTS];
 	int			which[RL_MAX_REQUESTS];
+	int			known[RL_MAX_REQUESTS];
 	GcraCombined pre;
 	GcraCombined peek;
 	GcraCombined take;
@@ -2145,24 +2161,10 @@ rl_precheck_all(RlClient *c, const RlItem *items, int n, int64_t now,
 		return false;
 
 	/* the database's last answers, neither stored */
-	m = 0;
-	for (i = 0; i < n; i++)
-	{
-		RlEntry    *e = rl_table_find(&c->table, items[i].id);
-
-		if (!items[i].known)
-			continue;
-		requests[m].limit = items[i].limit;
-		requests[m].bucket = e != NULL ? e->memory : (GcraBucket) {0};
-		requests[m].cost = 0;
-		requests[m].shadow = items[i].shadow;
-		m++;
-	}
+	m = rl_memory_requests(c, items, n, true, requests, known);
 	peek = gcra_decide_all(requests, m, now, d);
-	m = 0;
-	for (i = 0; i < n; i++)
-		if (items[i].known)
-			requests[m++].cost = items[i].cost;
+	for (i = 0; i < m; i++)
+		requests[i].cost = items[known[i]].cost;
 	take = gcra_decide_all(requests, m, now, d);
 	rl_decision_from_combined(out, &peek, RL_SOURCE_LOCAL);
 	out->allowed = false;

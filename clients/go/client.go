@@ -469,14 +469,10 @@ func learnLock(b *gcraBucket, it *item, d *Decision, binding bool, now int64) (i
 	return b.lockUntilUs, b.lockUs
 }
 
-// locked refuses a call of which a key is locked by the database's last
-// answer, carried forward in time, with the answer the database would give
-// (source local), until the lock ends.  c.mu held.
-func (c *Client) locked(items []item, now int64) (Decision, bool) {
-	var reqsOf [maxRequests]gcraRequest
-	var decisions [maxRequests]gcraDecision
-	var whichOf [maxRequests]int
-	reqs, which := reqsOf[:0], whichOf[:0]
+// memoryRequests appends to reqs the call's requests of a known limit
+// against their in-memory buckets (the database's last answers), each of its
+// own cost or a peek, and to which the item of each (c.mu held).
+func (c *Client) memoryRequests(items []item, peek bool, reqs []gcraRequest, which []int) ([]gcraRequest, []int) {
 	for i := range items {
 		it := &items[i]
 		if !it.known {
@@ -486,9 +482,24 @@ func (c *Client) locked(items []item, now int64) (Decision, bool) {
 		if e := c.keys.entries[it.id]; e != nil {
 			b = e.memory
 		}
-		reqs = append(reqs, gcraRequest{limit: it.limit, bucket: b, cost: it.cost, shadow: it.shadow})
+		r := gcraRequest{limit: it.limit, bucket: b, cost: it.cost, shadow: it.shadow}
+		if peek {
+			r.cost = 0
+		}
+		reqs = append(reqs, r)
 		which = append(which, i)
 	}
+	return reqs, which
+}
+
+// locked refuses a call of which a key is locked by the database's last
+// answer, carried forward in time, with the answer the database would give
+// (source local), until the lock ends.  c.mu held.
+func (c *Client) locked(items []item, now int64) (Decision, bool) {
+	var reqsOf [maxRequests]gcraRequest
+	var decisions [maxRequests]gcraDecision
+	var whichOf [maxRequests]int
+	reqs, which := c.memoryRequests(items, false, reqsOf[:0], whichOf[:0])
 	if len(reqs) == 0 {
 		return Decision{}, false
 	}
@@ -693,26 +704,12 @@ func (c *Client) precheck(items []item, now int64) (Decision, bool) {
 	}
 
 	// the database's last answers, neither stored
-	reqs = reqs[:0]
-	for i := range items {
-		it := &items[i]
-		if !it.known {
-			continue
-		}
-		var b gcraBucket
-		if e := c.keys.entries[it.id]; e != nil {
-			b = e.memory
-		}
-		reqs = append(reqs, gcraRequest{limit: it.limit, bucket: b, shadow: it.shadow})
-	}
+	var knownOf [maxRequests]int
+	reqs, known := c.memoryRequests(items, true, reqs[:0], knownOf[:0])
 	d = decisions[:len(reqs)]
 	peek := gcraDecideAll(reqs, now, d)
-	m := 0
-	for i := range items {
-		if items[i].known {
-			reqs[m].cost = items[i].cost
-			m++
-		}
+	for i, item := range known {
+		reqs[i].cost = items[item].cost
 	}
 	take := gcraDecideAll(reqs, now, d)
 	out := fromCombined(&peek, items, SourceLocal)
