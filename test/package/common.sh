@@ -62,8 +62,10 @@ clean_clone() {
 		tar -C "$dest" -xf - &&
 	git -C "$dest" init -q &&
 	git -C "$dest" add -A &&
+	# no automatic maintenance: newer git runs it detached after a commit, and
+	# its lock file can vanish under the chown below
 	git -C "$dest" -c user.name=ratelimit -c user.email=ratelimit@localhost \
-		commit -q -m 'the working tree' &&
+		-c maintenance.auto=false -c gc.auto=0 commit -q -m 'the working tree' &&
 	chown -R "$RL_PG_USER:" "$dest"
 }
 
