@@ -1,8 +1,8 @@
 /* ratelimit_proxy 1.2 -> 1.3.  A fresh 1.3 install runs
  * ratelimit_proxy--1.1.sql and every upgrade after it (the Makefile joins
  * them into ratelimit_proxy--1.3.sql), so every path makes the same objects.
- * Lockouts are the shards' (ratelimit 1.3): each shard decides, locks and
- * answers for its own keys, and the proxy passes the answers on. */
+ * Lockouts and durable limits are the shards' (ratelimit 1.3): each shard
+ * decides, locks and keeps its own keys, and the proxy passes the answers on. */
 
 \echo Use "ALTER EXTENSION ratelimit_proxy UPDATE TO '1.3'" to load this file. \quit
 
@@ -16,7 +16,7 @@ RETURNS rl_decision AS $$
 $$ LANGUAGE plproxy;
 REVOKE EXECUTE ON FUNCTION rl_take_at(text, text, integer, timestamptz) FROM PUBLIC;
 
--- rl_policies with the lockout columns of 1.3, as on a shard, read from the
+-- rl_policies with the lockout and durable columns of 1.3, as on a shard, read from the
 -- first shard that answers.  The OUT columns change, so the view and the two
 -- functions are made again, with the privileges they had (an administrator's
 -- grants and revokes included).  The grants that ALTER DEFAULT PRIVILEGES
@@ -45,17 +45,19 @@ BEGIN
 
 	CREATE FUNCTION rl_proxy_policies_on(shard integer, OUT limiter text, OUT rate double precision,
 										 OUT burst integer, OUT shadow boolean, OUT lockout interval,
-										 OUT lockout_growth double precision, OUT lockout_max interval)
+										 OUT lockout_growth double precision, OUT lockout_max interval,
+										 OUT durable boolean)
 	RETURNS SETOF record AS $body$
 		CLUSTER 'ratelimit';
 		RUN ON shard;
-		SELECT limiter, rate, burst, shadow, lockout, lockout_growth, lockout_max
+		SELECT limiter, rate, burst, shadow, lockout, lockout_growth, lockout_max, durable
 		FROM @extschema@.rl_policies;
 	$body$ LANGUAGE plproxy;
 
 	CREATE FUNCTION rl_proxy_policies(OUT limiter text, OUT rate double precision,
 									  OUT burst integer, OUT shadow boolean, OUT lockout interval,
-									  OUT lockout_growth double precision, OUT lockout_max interval)
+									  OUT lockout_growth double precision, OUT lockout_max interval,
+									  OUT durable boolean)
 	RETURNS SETOF record
 	LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp
 	AS $body$
@@ -76,7 +78,7 @@ BEGIN
 	$body$;
 
 	CREATE VIEW rl_policies AS
-		SELECT limiter, rate, burst, shadow, lockout, lockout_growth, lockout_max
+		SELECT limiter, rate, burst, shadow, lockout, lockout_growth, lockout_max, durable
 		FROM rl_proxy_policies();
 
 	FOR o IN

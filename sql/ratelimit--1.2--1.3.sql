@@ -9,11 +9,13 @@
 -- lockout, and for lockout_growth times longer (up to lockout_max) each time
 -- it offends again within its last lockout's length.  The checks refuse what
 -- the rules cannot use; an interval compares as PostgreSQL compares them (a
--- month is 30 days), and the library converts it the same way.
+-- month is 30 days), and the library converts it the same way.  durable
+-- (below, rl_buckets_durable) says where the limiter's buckets live.
 ALTER TABLE rl_policies
 	ADD COLUMN lockout interval,
 	ADD COLUMN lockout_growth double precision NOT NULL DEFAULT 1,
 	ADD COLUMN lockout_max interval,
+	ADD COLUMN durable boolean NOT NULL DEFAULT false,
 	ADD CONSTRAINT rl_policies_lockout_check
 		CHECK (lockout >= interval '1 second' AND lockout <= interval '366 days'),
 	ADD CONSTRAINT rl_policies_lockout_growth_check
@@ -30,6 +32,31 @@ ALTER TABLE rl_policies
 ALTER TABLE rl_buckets
 	ADD COLUMN lock_until timestamptz,
 	ADD COLUMN lock_us bigint;
+
+-- Durable limits (1.3): a policy with durable = true keeps its buckets in
+-- this logged table, which a crash, an immediate shutdown or a promotion
+-- keeps, at the cost of WAL per row written.  rl_buckets' columns, owner-only
+-- like it, no index on tat (updates stay HOT); not dumped: buckets are state.
+CREATE TABLE rl_buckets_durable (
+	key bytea PRIMARY KEY,
+	tat timestamptz NOT NULL,
+	interval_us bigint NOT NULL CHECK (interval_us > 0),
+	lock_until timestamptz,
+	lock_us bigint
+);
+DO $$
+DECLARE
+	grantee regrole;
+BEGIN
+	FOR grantee IN
+		SELECT DISTINCT a.grantee::regrole
+		FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) AS a
+		WHERE c.oid = 'rl_buckets_durable'::regclass AND a.grantee NOT IN (0, c.relowner)
+	LOOP
+		EXECUTE format('REVOKE ALL ON rl_buckets_durable FROM %s', grantee);
+	END LOOP;
+	REVOKE ALL ON rl_buckets_durable FROM PUBLIC;
+END $$;
 
 -- The policy form at an explicit time, for deterministic tests; revoked like
 -- the explicit rl_take_at: a caller who picks the clock can lock a key.

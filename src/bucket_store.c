@@ -1,6 +1,8 @@
 /*
  * bucket_store.c
- *		All access to the rl_buckets table: read, update, insert, delete.
+ *		All access to the bucket tables, rl_buckets and (1.3) the logged
+ *		rl_buckets_durable: read, update, insert, delete.  Both have the same
+ *		columns and are served by the same code; a call names the table.
  *
  * A decision reads its bucket through the primary-key index and updates it
  * with the table access method directly: one index probe and one heap update,
@@ -50,9 +52,10 @@
 #include "ratelimit.h"
 
 /*
- * rl_buckets columns, checked when the table is first found: 1.0's three,
+ * Bucket table columns, checked when a table is first found: 1.0's three,
  * and from 1.3 the lock of a key (NULL, NULL: never locked).  The library
- * serves a database whose extension is not updated yet with the table it has.
+ * serves a database whose extension is not updated yet with the rl_buckets
+ * it has (and no rl_buckets_durable: no policy there can be durable).
  */
 #define ATT_KEY 1
 #define ATT_TAT 2
@@ -121,9 +124,20 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
 	},
 };
 
+/* One bucket table: its name, and once resolved its OID and primary key. */
+typedef struct StoreTable
+{
+	const char *name;
+	Oid			relid;			/* InvalidOid: the database has no such table */
+	Oid			indexid;
+	bool		has_lock;		/* 1.3's lock columns */
+	SPIPlanPtr	plans[NUM_STORE_PLANS];
+} StoreTable;
+
 /*
- * Where rl_buckets lives, who owns it, and its primary-key index: the store
- * a call works on, resolved at most once per call, when the call begins.
+ * Where the bucket tables live, who owns them, and their primary-key
+ * indexes: the store a call works on, resolved at most once per call, when
+ * the call begins.
  *
  * Any change to pg_proc (DROP and CREATE EXTENSION, ALTER EXTENSION ... SET
  * SCHEMA, but also any function DDL in the database), to the table or its
@@ -136,9 +150,10 @@ static const StorePlanDef store_plan_defs[NUM_STORE_PLANS] = {
  */
 static Oid	store_namespace = InvalidOid;
 static Oid	store_owner = InvalidOid;
-static Oid	store_relid = InvalidOid;
-static Oid	store_indexid = InvalidOid;
-static bool store_has_lock = false; /* rl_buckets has 1.3's lock columns */
+static StoreTable store_tables[NUM_BUCKET_TABLES] = {
+	[BUCKETS_UNLOGGED] = {"rl_buckets"},
+	[BUCKETS_DURABLE] = {"rl_buckets_durable"},
+};
 static uint64 store_invalidations = 0;
 static uint64 store_resolved_at = 0;	/* store_invalidations then */
 
@@ -147,9 +162,7 @@ static uint64 store_resolved_at = 0;	/* store_invalidations then */
  * (ALTER SCHEMA ... RENAME) prepares them again, as the plan cache would
  * parse their old text again and fail.
  */
-static SPIPlanPtr store_plans[NUM_STORE_PLANS];
 static Oid	store_plans_namespace = InvalidOid;
-static bool store_plans_have_lock = false;
 
 /* the caller's identity, restored by bucket_store_disconnect */
 static Oid	saved_user;
@@ -170,57 +183,56 @@ forget_plans_on_namespace_change(Datum arg, int cacheid, uint32 hashvalue)
 static void
 forget_store_on_relation_change(Datum arg, Oid relid)
 {
-	if (relid == InvalidOid || relid == store_relid || relid == store_indexid)
-		store_invalidations++;
+	int			t;
+
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+		if (relid == InvalidOid || relid == store_tables[t].relid ||
+			relid == store_tables[t].indexid)
+			store_invalidations++;
 }
 
 static bool
 store_stale(void)
 {
-	return !OidIsValid(store_relid) || store_resolved_at != store_invalidations;
+	return !OidIsValid(store_tables[BUCKETS_UNLOGGED].relid) ||
+		store_resolved_at != store_invalidations;
 }
 
 /*
- * Open rl_buckets by its OID.  A DROP EXTENSION that a caller queued behind
- * while it waited for the lock drops the table first: say so plainly.
+ * Open a bucket table by its OID.  A DROP EXTENSION that a caller queued
+ * behind while it waited for the lock drops the table first: say so plainly.
  */
 static Relation
-open_buckets(Oid relid, LOCKMODE lockmode)
+open_buckets(const StoreTable *table, LOCKMODE lockmode)
 {
-	Relation	rel = OidIsValid(relid) ? try_table_open(relid, lockmode) : NULL;
+	Relation	rel = OidIsValid(table->relid) ?
+		try_table_open(table->relid, lockmode) : NULL;
 
 	if (rel == NULL)
 	{
 		store_invalidations++;
-		refuse_dropped_table("rl_buckets");
+		refuse_dropped_table(table->name);
 	}
 	return rel;
 }
 
 /*
- * Find rl_buckets in namespace, owned by owner, and check it is ours.  The
- * resolution changes only once it is complete: an error on the way (a
- * cancelled lock wait, too) leaves it stale.
+ * Find table in namespace and check it is ours: its OID, primary key and
+ * columns in *found.  An absent rl_buckets_durable (a database at 1.2) is
+ * no table.
  */
 static void
-resolve_store(Oid namespace, Oid owner)
+resolve_table(Oid namespace, BucketTable which, StoreTable *found)
 {
-	static bool callbacks_registered = false;
-	uint64		invalidations_seen = store_invalidations;
 	Relation	rel;
 	TupleDesc	desc;
 	Oid			indexid;
 
-	if (!callbacks_registered)
-	{
-		CacheRegisterSyscacheCallback(PROCOID, forget_store_on_proc_change, (Datum) 0);
-		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_plans_on_namespace_change, (Datum) 0);
-		CacheRegisterRelcacheCallback(forget_store_on_relation_change, (Datum) 0);
-		callbacks_registered = true;
-	}
-
-	rel = open_buckets(get_relname_relid("rl_buckets", namespace),
-					   AccessShareLock);
+	found->name = store_tables[which].name;
+	found->relid = get_relname_relid(found->name, namespace);
+	if (!OidIsValid(found->relid) && which == BUCKETS_DURABLE)
+		return;
+	rel = open_buckets(found, AccessShareLock);
 	indexid = rl_primary_key_index(rel);
 	desc = RelationGetDescr(rel);
 	if ((desc->natts != BUCKET_NATTS_1_0 && desc->natts != BUCKET_NATTS) ||
@@ -235,45 +247,86 @@ resolve_store(Oid namespace, Oid owner)
 				 errmsg("table \"%s\" is not the one ratelimit created",
 						RelationGetRelationName(rel)),
 				 errhint("Drop and create the extension again.")));
-	store_namespace = namespace;
-	store_owner = owner;
-	store_indexid = indexid;
-	store_relid = RelationGetRelid(rel);
-	store_has_lock = desc->natts == BUCKET_NATTS;
-	/* what arrived while the table was opened is for the next call */
-	store_resolved_at = invalidations_seen;
+	found->indexid = indexid;
+	found->has_lock = desc->natts == BUCKET_NATTS;
 	table_close(rel, NoLock);
 }
 
+/*
+ * Find the bucket tables in namespace, owned by owner.  The resolution
+ * changes only once it is complete: an error on the way (a cancelled lock
+ * wait, too) leaves it stale.
+ */
+static void
+resolve_store(Oid namespace, Oid owner)
+{
+	static bool callbacks_registered = false;
+	uint64		invalidations_seen = store_invalidations;
+	StoreTable	found[NUM_BUCKET_TABLES] = {0};
+	int			t;
+
+	if (!callbacks_registered)
+	{
+		CacheRegisterSyscacheCallback(PROCOID, forget_store_on_proc_change, (Datum) 0);
+		CacheRegisterSyscacheCallback(NAMESPACEOID, forget_plans_on_namespace_change, (Datum) 0);
+		CacheRegisterRelcacheCallback(forget_store_on_relation_change, (Datum) 0);
+		callbacks_registered = true;
+	}
+
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+		resolve_table(namespace, t, &found[t]);
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+	{
+		if (store_tables[t].relid != found[t].relid ||
+			store_tables[t].has_lock != found[t].has_lock)
+			store_plans_namespace = InvalidOid; /* the plans name the old ones */
+		store_tables[t].relid = found[t].relid;
+		store_tables[t].indexid = found[t].indexid;
+		store_tables[t].has_lock = found[t].has_lock;
+	}
+	store_namespace = namespace;
+	store_owner = owner;
+	/* what arrived while the tables were opened is for the next call */
+	store_resolved_at = invalidations_seen;
+}
+
+/* The plans of every bucket table the database has. */
 static void
 prepare_store_plans(void)
 {
-	char	   *table = quote_qualified_identifier(get_namespace_name(store_namespace),
-												   "rl_buckets");
+	char	   *schema = get_namespace_name(store_namespace);
+	int			t;
 	int			i;
 
-	for (i = 0; i < NUM_STORE_PLANS; i++)
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
 	{
-		const StorePlanDef *def = &store_plan_defs[i];
-		SPIPlanPtr	plan;
+		StoreTable *table = &store_tables[t];
+		char	   *name = quote_qualified_identifier(schema, table->name);
 
-		if (store_plans[i] != NULL)
+		for (i = 0; i < NUM_STORE_PLANS; i++)
 		{
-			SPI_freeplan(store_plans[i]);
-			store_plans[i] = NULL;
+			const StorePlanDef *def = &store_plan_defs[i];
+			SPIPlanPtr	plan;
+
+			if (table->plans[i] != NULL)
+			{
+				SPI_freeplan(table->plans[i]);
+				table->plans[i] = NULL;
+			}
+			if (!OidIsValid(table->relid))
+				continue;
+			plan = SPI_prepare(psprintf(def->sql, name,
+										table->has_lock ? PASSED : PASSED_1_0),
+							   def->nargs, (Oid *) def->argtypes);
+			if (plan == NULL)
+				elog(ERROR, "SPI_prepare failed for \"%s\": %s",
+					 def->sql, SPI_result_code_string(SPI_result));
+			if (SPI_keepplan(plan) != 0)
+				elog(ERROR, "SPI_keepplan failed");
+			table->plans[i] = plan;
 		}
-		plan = SPI_prepare(psprintf(def->sql, table,
-									store_has_lock ? PASSED : PASSED_1_0),
-						   def->nargs, (Oid *) def->argtypes);
-		if (plan == NULL)
-			elog(ERROR, "SPI_prepare failed for \"%s\": %s",
-				 def->sql, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(plan) != 0)
-			elog(ERROR, "SPI_keepplan failed");
-		store_plans[i] = plan;
 	}
 	store_plans_namespace = store_namespace;
-	store_plans_have_lock = store_has_lock;
 }
 
 /* Run as the store's owner until bucket_store_disconnect. */
@@ -343,27 +396,28 @@ bucket_store_refuse_recovery(const char *function)
  * result and calls SPI_finish.
  */
 static void
-execute_plan(StorePlan which, Datum *values, const char *nulls)
+execute_plan(const StoreTable *table, StorePlan which, Datum *values,
+			 const char *nulls)
 {
 	int			rc;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (store_plans_namespace != store_namespace ||
-		store_plans_have_lock != store_has_lock)
+	if (store_plans_namespace != store_namespace)
 		prepare_store_plans();
-	rc = SPI_execute_plan(store_plans[which], values, nulls, false, 0);
+	rc = SPI_execute_plan(table->plans[which], values, nulls, false, 0);
 	if (rc < 0)
 		elog(ERROR, "SPI_execute_plan failed: %s", SPI_result_code_string(rc));
 }
 
 /* Run one prepared statement; returns the number of rows it processed. */
 static uint64
-run_plan(StorePlan which, Datum *values, const char *nulls)
+run_plan(const StoreTable *table, StorePlan which, Datum *values,
+		 const char *nulls)
 {
 	uint64		processed;
 
-	execute_plan(which, values, nulls);
+	execute_plan(table, which, values, nulls);
 	processed = SPI_processed;
 	SPI_finish();
 	return processed;
@@ -372,6 +426,7 @@ run_plan(StorePlan which, Datum *values, const char *nulls)
 /* The open table, its index, and the slots one decision uses. */
 struct BucketAccess
 {
+	const StoreTable *table;
 	Relation	heap;
 	Relation	index;
 	Snapshot	snapshot;
@@ -381,11 +436,12 @@ struct BucketAccess
 };
 
 static void
-open_access(BucketAccess *access, bytea *key)
+open_access(BucketAccess *access, BucketTable which, bytea *key)
 {
+	access->table = &store_tables[which];
 	access->key = key;
-	access->heap = open_buckets(store_relid, RowExclusiveLock);
-	access->index = index_open(store_indexid, RowExclusiveLock);
+	access->heap = open_buckets(access->table, RowExclusiveLock);
+	access->index = index_open(access->table->indexid, RowExclusiveLock);
 	access->found = table_slot_create(access->heap, NULL);
 }
 
@@ -401,9 +457,11 @@ close_access(BucketAccess *access)
 	table_close(access->heap, NoLock);
 }
 
+/* *bucket := the row version in access->found */
 static void
-bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
+bucket_from_slot(const BucketAccess *access, GcraBucket *bucket)
 {
+	TupleTableSlot *slot = access->found;
 	bool		isnull;
 
 	bucket->present = true;
@@ -413,7 +471,7 @@ bucket_from_slot(TupleTableSlot *slot, GcraBucket *bucket)
 	Assert(!isnull && bucket->interval_us > 0);
 	bucket->lock_until_us = 0;
 	bucket->lock_us = 0;
-	if (store_has_lock)
+	if (access->table->has_lock)
 	{
 		Datum		lock_until = slot_getattr(slot, ATT_LOCK_UNTIL, &isnull);
 
@@ -466,7 +524,7 @@ read_bucket(BucketAccess *access, GcraBucket *bucket)
 			table_tuple_satisfies_snapshot(access->heap, access->found,
 										   access->snapshot))
 		{
-			bucket_from_slot(access->found, bucket);
+			bucket_from_slot(access, bucket);
 			break;
 		}
 	index_endscan(scan);
@@ -528,7 +586,7 @@ bucket_row(BucketAccess *access, const GcraBucket *bucket)
 	slot->tts_values[ATT_TAT - 1] = TimestampTzGetDatum(bucket->tat_us);
 	slot->tts_values[ATT_INTERVAL - 1] = Int64GetDatum(bucket->interval_us);
 	memset(slot->tts_isnull, false, slot->tts_tupleDescriptor->natts * sizeof(bool));
-	if (store_has_lock)
+	if (access->table->has_lock)
 	{
 		slot->tts_values[ATT_LOCK_UNTIL - 1] = TimestampTzGetDatum(bucket->lock_until_us);
 		slot->tts_values[ATT_LOCK_US - 1] = Int64GetDatum(bucket->lock_us);
@@ -664,7 +722,7 @@ lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
 		return false;
 	if (result != TM_Ok)
 		elog(ERROR, "unexpected result %d locking a rate-limit bucket", result);
-	bucket_from_slot(access->found, bucket);
+	bucket_from_slot(access, bucket);
 	return true;
 }
 
@@ -684,8 +742,8 @@ lock_newest_bucket(BucketAccess *access, GcraBucket *bucket)
  * was decided.
  */
 bool
-bucket_store_take(bytea *key, const GcraLimit *limit, int64 at, int32 cost,
-				  bool may_insert, GcraDecision *decision)
+bucket_store_take(BucketTable which, bytea *key, const GcraLimit *limit,
+				  int64 at, int32 cost, bool may_insert, GcraDecision *decision)
 {
 	BucketAccess access = {0};
 	GcraBucket	bucket;
@@ -693,7 +751,7 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 at, int32 cost,
 	bool		stored = false;
 	bool		decided = true;
 
-	open_access(&access, key);
+	open_access(&access, which, key);
 	read_bucket(&access, &bucket);
 	for (;;)
 	{
@@ -723,17 +781,18 @@ bucket_store_take(bytea *key, const GcraLimit *limit, int64 at, int32 cost,
 
 /* Read the newest committed bucket of key, without a lock. */
 void
-bucket_store_read(bytea *key, GcraBucket *bucket)
+bucket_store_read(BucketTable which, bytea *key, GcraBucket *bucket)
 {
 	BucketAccess access = {0};
 
-	open_access(&access, key);
+	open_access(&access, which, key);
 	read_bucket(&access, bucket);
 	close_access(&access);
 }
 
 /*
- * Whether key has a row that any transaction may still decide on: committed
+ * Whether key has a row in rl_buckets (where the memory store spills) that
+ * any transaction may still decide on: committed
  * and not deleted, or inserted by a transaction still in progress (a dirty
  * snapshot sees both).  *inserting is that transaction, if any, so the
  * caller can wait for it.  Reads one index page and one heap page; waits for
@@ -743,8 +802,9 @@ bool
 bucket_store_probe(bytea *key, TransactionId *inserting)
 {
 	SnapshotData dirty;
-	Relation	heap = open_buckets(store_relid, RowExclusiveLock);
-	Relation	index = index_open(store_indexid, RowExclusiveLock);
+	const StoreTable *table = &store_tables[BUCKETS_UNLOGGED];
+	Relation	heap = open_buckets(table, RowExclusiveLock);
+	Relation	index = index_open(table->indexid, RowExclusiveLock);
 	TupleTableSlot *slot = table_slot_create(heap, NULL);
 	ScanKeyData skey;
 	IndexScanDesc scan;
@@ -764,14 +824,14 @@ bucket_store_probe(bytea *key, TransactionId *inserting)
 	return found;
 }
 
-/* Insert a new bucket; false when the key has a row already. */
+/* Insert a new bucket in rl_buckets; false when the key has a row already. */
 bool
 bucket_store_insert(bytea *key, const GcraBucket *bucket)
 {
 	BucketAccess access = {0};
 	bool		inserted;
 
-	open_access(&access, key);
+	open_access(&access, BUCKETS_UNLOGGED, key);
 	inserted = insert_bucket(&access, bucket);
 	close_access(&access);
 	if (inserted)
@@ -786,21 +846,28 @@ bucket_store_insert(bytea *key, const GcraBucket *bucket)
 Oid
 bucket_store_relid(void)
 {
-	Assert(OidIsValid(store_relid));
-	return store_relid;
+	Assert(OidIsValid(store_tables[BUCKETS_UNLOGGED].relid));
+	return store_tables[BUCKETS_UNLOGGED].relid;
 }
 
-/* How many buckets rl_buckets holds, passed ones included. */
+/* How many buckets the bucket tables hold, passed ones included. */
 int64
 bucket_store_count(void)
 {
-	bool		isnull;
-	int64		count;
+	int64		count = 0;
+	int			t;
 
-	execute_plan(PLAN_COUNT, NULL, NULL);
-	count = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-										SPI_tuptable->tupdesc, 1, &isnull));
-	SPI_finish();
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+	{
+		bool		isnull;
+
+		if (!OidIsValid(store_tables[t].relid))
+			continue;
+		execute_plan(&store_tables[t], PLAN_COUNT, NULL, NULL);
+		count += DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 1, &isnull));
+		SPI_finish();
+	}
 	return count;
 }
 
@@ -861,12 +928,30 @@ bucket_store_lock_row(bytea *key, GcraBucket *bucket)
 {
 	BucketAccess *row = palloc0(sizeof(BucketAccess));
 
-	open_access(row, key);
+	open_access(row, BUCKETS_UNLOGGED, key);
 	bucket->present = false;
 	if (lock_row(row, bucket))
 		return row;
 	bucket_store_close_row(row);
 	return NULL;
+}
+
+/*
+ * The row of key in table which, locked, inserted as a passed bucket of limit
+ * at now if it had none; *bucket its newest version.  For a decision the
+ * caller makes and stores with bucket_store_write_row, as
+ * bucket_store_lock_row.
+ */
+BucketAccess *
+bucket_store_hold_row(BucketTable which, bytea *key, const GcraLimit *limit,
+					  int64 now, GcraBucket *bucket)
+{
+	BucketAccess *row = palloc0(sizeof(BucketAccess));
+
+	open_access(row, which, key);
+	bucket->present = false;
+	lock_bucket(row, bucket, limit, now);
+	return row;
 }
 
 /* Store a decision on a locked row: nobody else can have changed it. */
@@ -935,7 +1020,7 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 at,
 	Assert(n >= 1 && n <= GCRA_MAX_REQUESTS);
 	for (i = 0; i < n; i++)
 	{
-		open_access(&access[i], requests[i].key);
+		open_access(&access[i], requests[i].table, requests[i].key);
 		read_bucket(&access[i], &gcra[i].bucket);
 		gcra[i].limit = requests[i].limit;
 		gcra[i].cost = requests[i].cost;
@@ -975,13 +1060,13 @@ bucket_store_take_all(const StoreRequest *requests, int n, int64 at,
  * the newest one and computes again.
  */
 bool
-bucket_store_refund(bytea *key, int64 now, int32 cost)
+bucket_store_refund(BucketTable which, bytea *key, int64 now, int32 cost)
 {
 	BucketAccess access = {0};
 	GcraBucket	bucket;
 	bool		changed = false;
 
-	open_access(&access, key);
+	open_access(&access, which, key);
 	read_bucket(&access, &bucket);
 	while (bucket.present && bucket.tat_us >= now)
 	{
@@ -1005,23 +1090,30 @@ bucket_store_refund(bytea *key, int64 now, int32 cost)
 	return changed;
 }
 
+/* Delete the buckets of key in every table; true when there was one. */
 bool
 bucket_store_delete(bytea *key)
 {
 	Datum		values[1] = {PointerGetDatum(key)};
+	bool		deleted = false;
+	int			t;
 
-	return run_plan(PLAN_DELETE, values, NULL) > 0;
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+		if (OidIsValid(store_tables[t].relid) &&
+			run_plan(&store_tables[t], PLAN_DELETE, values, NULL) > 0)
+			deleted = true;
+	return deleted;
 }
 
 /*
- * Delete up to batch_size buckets that are the same as an absent one at now
- * (PASSED; all of them when batch_size <= 0) among the rows after *position,
- * and move *position to the last row deleted: the next batch of a run starts
- * there.
+ * Delete up to batch_size buckets of table which that are the same as an
+ * absent one at now (PASSED; all of them when batch_size <= 0) among the
+ * rows after *position, and move *position to the last row deleted: the next
+ * batch of a run starts there.  A database without the table has none.
  */
 int64
-bucket_store_delete_expired(TimestampTz now, int64 batch_size,
-							ItemPointer position)
+bucket_store_delete_expired(BucketTable which, TimestampTz now,
+							int64 batch_size, ItemPointer position)
 {
 	Datum		values[3] = {
 		TimestampTzGetDatum(now),
@@ -1033,7 +1125,9 @@ bucket_store_delete_expired(TimestampTz now, int64 batch_size,
 	bool		isnull;
 	int64		deleted;
 
-	execute_plan(PLAN_DELETE_EXPIRED, values, nulls);
+	if (!OidIsValid(store_tables[which].relid))
+		return 0;
+	execute_plan(&store_tables[which], PLAN_DELETE_EXPIRED, values, nulls);
 	result = SPI_tuptable->vals[0];
 	deleted = DatumGetInt64(SPI_getbinval(result, SPI_tuptable->tupdesc, 1,
 										  &isnull));

@@ -6,7 +6,8 @@
  * A launcher, connected to no database, reads pg_database and starts one
  * worker per database in turn, waiting for each to end.  A worker looks for
  * the extension in its database (none: it leaves quietly) and deletes the
- * expired buckets in batches of ratelimit.cleanup_batch_size through
+ * expired buckets of both tables (rl_buckets, then rl_buckets_durable) in
+ * batches of ratelimit.cleanup_batch_size through
  * bucket_store_delete_expired, the routine rl_cleanup() uses, each batch in
  * its own short transaction: no long snapshot, few row locks at a time, and
  * a bucket that a concurrent decision has just moved into the future stays.
@@ -386,7 +387,8 @@ lock_buckets(Oid namespace)
  * quietly.
  */
 static int64
-delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
+delete_batch(BucketTable table, TimestampTz cutoff, ItemPointer position,
+			 int64 deleted_so_far)
 {
 	Oid			namespace;
 	Oid			owner;
@@ -402,7 +404,7 @@ delete_batch(TimestampTz cutoff, ItemPointer position, int64 deleted_so_far)
 										ratelimit_cleanup_batch_size,
 										(long long) deleted_so_far));
 		bucket_store_connect_to(namespace, owner);
-		deleted = bucket_store_delete_expired(cutoff,
+		deleted = bucket_store_delete_expired(table, cutoff,
 											  ratelimit_cleanup_batch_size,
 											  position);
 		bucket_store_disconnect();
@@ -419,7 +421,8 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 	TimestampTz start;
 	ItemPointerData position;
 	int64		deleted;
-	int64		batch;
+	int64		batch = 0;
+	int			table;
 	char	   *dbname;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -451,27 +454,24 @@ ratelimit_cleanup_worker_main(Datum main_arg)
 	start = GetCurrentTimestamp();
 	/* the memory buckets the launcher's round freed here count too */
 	memcpy(&deleted, MyBgworkerEntry->bgw_extra, sizeof(deleted));
-	ItemPointerSet(&position, 0, 0);
-	for (;;)
+	for (table = 0; table < NUM_BUCKET_TABLES && batch >= 0; table++)
 	{
-		CHECK_FOR_INTERRUPTS();
-		reload_settings_if_asked();
-		batch = delete_batch(start, &position, deleted);
-		if (batch < 0)
+		ItemPointerSet(&position, 0, 0);
+		do
 		{
-			/* not installed here, or dropped during the run */
-			if (deleted == 0)
-			{
-				ereport(DEBUG1,
-						(errmsg("ratelimit cleanup skipped database \"%s\": the extension is not installed",
-								dbname)));
-				return;
-			}
-			break;
-		}
-		if (batch == 0)
-			break;
-		deleted += batch;
+			CHECK_FOR_INTERRUPTS();
+			reload_settings_if_asked();
+			batch = delete_batch(table, start, &position, deleted);
+			deleted += Max(batch, 0);
+		} while (batch > 0);
+	}
+	/* not installed here, or dropped during the run */
+	if (batch < 0 && deleted == 0)
+	{
+		ereport(DEBUG1,
+				(errmsg("ratelimit cleanup skipped database \"%s\": the extension is not installed",
+						dbname)));
+		return;
 	}
 	/* in a transaction: a full table of runs reads which databases are gone */
 	StartTransactionCommand();

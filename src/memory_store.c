@@ -326,7 +326,7 @@ memory_store_take(const char *function, bytea *key, const GcraLimit *limit,
 		if (in_table(key))
 		{
 			store_check_writable(function, cost);
-			if (bucket_store_take(key, limit, at, cost, false, &d))
+			if (bucket_store_take(BUCKETS_UNLOGGED, key, limit, at, cost, false, &d))
 				return d;
 			continue;			/* the row went away: choose again */
 		}
@@ -464,13 +464,16 @@ hold_place(const char *function, bytea *key, int32 cost, bool row_seen,
  * The sets of the call's keys are locked in one order, so that the call sees
  * and stores its memory buckets at one instant.  When every key is in
  * memory, that is the whole decision.  Otherwise the keys elsewhere are read
- * in rl_buckets without a lock, and a call that has nothing to store (a
+ * in their tables without a lock, and a call that has nothing to store (a
  * denial or peeks) ends there, having written and locked nothing.
  *
  * A call that stores never moves a bucket: each key is decided where it
  * lives.  It holds each key it stores in its place (hold_place), in key
  * order, the order in which the table store locks rows: the row of a key in
  * rl_buckets, or else the key lock, so that no key changes place meanwhile.
+ * A durable limiter's key never lives in memory: its row of
+ * rl_buckets_durable is locked, inserted first if absent, as the table store
+ * does.
  * It waits for a row holding only the places of the keys before it, as the
  * table store's calls do: with the lock of a key after it, the call would
  * deadlock with a transaction inserting the row and deciding that key next.
@@ -508,8 +511,9 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 		gcra[i].limit = requests[i].limit;
 		gcra[i].cost = requests[i].cost;
 		gcra[i].shadow = requests[i].shadow;
-		slots[i] = find_slot(sets.of[i], (const uint8 *) VARDATA(requests[i].key),
-							 store_relid);
+		if (requests[i].table == BUCKETS_UNLOGGED)
+			slots[i] = find_slot(sets.of[i], (const uint8 *) VARDATA(requests[i].key),
+								 store_relid);
 		if (slots[i] != NULL)
 			bucket_of_slot(slots[i], &gcra[i].bucket);
 		else
@@ -527,12 +531,12 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 	for (i = 0; i < n; i++)
 		if (slots[i] == NULL)
 		{
-			bucket_store_read(requests[i].key, &gcra[i].bucket);
+			bucket_store_read(requests[i].table, requests[i].key, &gcra[i].bucket);
 			row_seen[i] = gcra[i].bucket.present;
-			if (gcra[i].bucket.present)
+			if (gcra[i].bucket.present || requests[i].table == BUCKETS_DURABLE)
 				table_cost = Max(table_cost, gcra[i].cost);
 		}
-	/* keys that live in rl_buckets follow the table store's rules */
+	/* keys that live in a table follow the table store's rules */
 	store_check_writable(function, table_cost);
 	gcra_decide_all(gcra, n, decision_time(at), decisions);
 	for (i = 0; i < n; i++)
@@ -545,7 +549,11 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 	{
 		int			r = order[i];
 
-		if (requests[r].cost > 0)
+		if (requests[r].cost > 0 && requests[r].table == BUCKETS_DURABLE)
+			rows[r] = bucket_store_hold_row(BUCKETS_DURABLE, requests[r].key,
+											&requests[r].limit,
+											decision_time(at), &gcra[r].bucket);
+		else if (requests[r].cost > 0)
 		{
 			rows[r] = hold_place(function, requests[r].key, requests[r].cost,
 								 row_seen[r], &gcra[r].bucket);
@@ -565,7 +573,8 @@ memory_store_take_all(const char *function, const StoreRequest *requests,
 		for (i = 0; i < n; i++)
 		{
 			slots[i] = NULL;
-			if (rows[i] != NULL)
+			/* a durable peek keeps its first read too */
+			if (rows[i] != NULL || requests[i].table == BUCKETS_DURABLE)
 				continue;
 			slots[i] = find_slot(sets.of[i], (const uint8 *) VARDATA(requests[i].key),
 								 store_relid);
@@ -664,7 +673,7 @@ memory_store_refund(const char *function, bytea *key, int64 now, int32 cost)
 	if (!in_table(key))
 		return false;
 	store_check_writable(function, cost);
-	return bucket_store_refund(key, now, cost);
+	return bucket_store_refund(BUCKETS_UNLOGGED, key, now, cost);
 }
 
 /* The bucket of key if it is in memory; false when it is not. */

@@ -40,7 +40,7 @@ PG_FUNCTION_INFO_V1(rl_take_policy);
 PG_FUNCTION_INFO_V1(rl_take_at_policy);
 PG_FUNCTION_INFO_V1(rl_policies_changed);
 
-/* rl_policies columns: 1.1's four, and 1.3's lockout */
+/* rl_policies columns: 1.1's four, and 1.3's lockout and durable */
 #define ATT_LIMITER 1
 #define ATT_RATE 2
 #define ATT_BURST 3
@@ -48,8 +48,9 @@ PG_FUNCTION_INFO_V1(rl_policies_changed);
 #define ATT_LOCKOUT 5
 #define ATT_LOCKOUT_GROWTH 6
 #define ATT_LOCKOUT_MAX 7
+#define ATT_DURABLE 8
 #define POLICY_NATTS_1_1 4
-#define POLICY_NATTS 7
+#define POLICY_NATTS 8
 
 typedef struct PolicyEntry
 {
@@ -255,7 +256,11 @@ read_policy(Oid relid, const char *limiter, Policy *policy)
 		policy->burst = DatumGetInt32(heap_getattr(tuple, ATT_BURST, desc, &isnull));
 		policy->shadow = DatumGetBool(heap_getattr(tuple, ATT_SHADOW, desc, &isnull));
 		if (desc->natts == POLICY_NATTS)
+		{
 			read_lockout(tuple, desc, policy);
+			policy->durable = DatumGetBool(heap_getattr(tuple, ATT_DURABLE,
+														desc, &isnull));
+		}
 		found = true;
 	}
 	systable_endscan_ordered(scan);
@@ -350,6 +355,18 @@ policy_lookup(Oid fn_oid, text *limiter)
 }
 
 /*
+ * The table the buckets of limiter live in when they are not in memory: a
+ * durable policy's, or rl_buckets (a limiter without a policy included).
+ */
+BucketTable
+limiter_table(Oid fn_oid, text *limiter)
+{
+	const PolicyEntry *entry = cached_policy(fn_oid, limiter);
+
+	return policy_table(entry->exists ? &entry->policy : NULL);
+}
+
+/*
  * The explicit forms (rate and burst as arguments) are for limiters without
  * a policy: a limiter with one is decided by it only, or any caller could
  * change its limit, and by the limit-change rule reset every budget of it.
@@ -408,7 +425,8 @@ policy_take(Oid fn_oid, const char *function, text *limiter, text *key,
 	*policy = policy_lookup(fn_oid, limiter);
 	policy_limit(policy, decision_time(at), cost,
 				 &limit);
-	d = store_take(fn_oid, function, bucket_key(limiter, key), &limit, at, cost);
+	d = store_take(fn_oid, function, policy_table(policy),
+				   bucket_key(limiter, key), &limit, at, cost);
 	if (cost > 0)				/* a peek is not a decision: not counted */
 		stats_count(limiter, &d, policy->shadow);
 	return d;

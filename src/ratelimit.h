@@ -34,6 +34,18 @@ typedef enum RatelimitStore
 	STORE_MEMORY
 } RatelimitStore;
 
+/*
+ * The tables buckets live in: rl_buckets (UNLOGGED, the table store's and
+ * where the memory store spills) and rl_buckets_durable (1.3: logged, for
+ * policies with durable = true, in both stores).
+ */
+typedef enum BucketTable
+{
+	BUCKETS_UNLOGGED,
+	BUCKETS_DURABLE,
+	NUM_BUCKET_TABLES
+} BucketTable;
+
 /* settings (ratelimit.c, memory_store.c) */
 extern int	ratelimit_store;
 extern int	ratelimit_memory_buckets;
@@ -76,9 +88,18 @@ typedef struct Policy
 	int64		lockout_us;		/* 0: none (a 1.2 table has none) */
 	double		lockout_growth;
 	int64		lockout_max_us; /* 0: as lockout_us */
+	bool		durable;
 } Policy;
 
+/* where the buckets of a limiter with policy (or none: NULL) live */
+static inline BucketTable
+policy_table(const Policy *policy)
+{
+	return policy != NULL && policy->durable ? BUCKETS_DURABLE : BUCKETS_UNLOGGED;
+}
+
 extern Policy policy_lookup(Oid fn_oid, text *limiter);
+extern BucketTable limiter_table(Oid fn_oid, text *limiter);
 extern void policy_refuse_explicit(Oid fn_oid, text *limiter,
 								   const char *function,
 								   const char *policy_form);
@@ -118,11 +139,13 @@ decision_time(int64 at)
 
 /*
  * One request of a decision over several buckets (rl_take_all): the stored
- * key, the limit and cost, and whether the limit is only observed (shadow).
+ * key and the table it lives in, the limit and cost, and whether the limit
+ * is only observed (shadow).
  */
 typedef struct StoreRequest
 {
 	bytea	   *key;
+	BucketTable table;
 	GcraLimit	limit;
 	int32		cost;
 	bool		shadow;
@@ -133,24 +156,26 @@ typedef struct StoreRequest
  * whichever store ratelimit.store chose.  fn_oid is the calling SQL
  * function's: the extension's objects live where it does.
  */
-extern GcraDecision store_take(Oid fn_oid, const char *function, bytea *key,
+extern GcraDecision store_take(Oid fn_oid, const char *function,
+							   BucketTable table, bytea *key,
 							   const GcraLimit *limit, int64 at, int32 cost);
 extern void store_take_all(Oid fn_oid, const char *function,
 						   const StoreRequest *requests, int n, int64 at,
 						   GcraDecision *decisions);
-extern bool store_refund(Oid fn_oid, const char *function, bytea *key,
-						 int64 now, int32 cost);
+extern bool store_refund(Oid fn_oid, const char *function, BucketTable table,
+						 bytea *key, int64 now, int32 cost);
 extern bool store_delete(Oid fn_oid, const char *function, bytea *key);
 extern int64 store_cleanup(Oid fn_oid, const char *function, TimestampTz now);
 extern void store_check_writable(const char *function, int32 cost);
 
-/* bucket_store.c: the table store, rl_buckets */
+/* bucket_store.c: the bucket tables */
 extern void bucket_store_connect(Oid fn_oid);
 extern void bucket_store_connect_to(Oid namespace, Oid owner);
 extern void bucket_store_disconnect(void);
-extern bool bucket_store_take(bytea *key, const GcraLimit *limit, int64 at,
-							  int32 cost, bool may_insert, GcraDecision *decision);
-extern void bucket_store_read(bytea *key, GcraBucket *bucket);
+extern bool bucket_store_take(BucketTable table, bytea *key,
+							  const GcraLimit *limit, int64 at, int32 cost,
+							  bool may_insert, GcraDecision *decision);
+extern void bucket_store_read(BucketTable table, bytea *key, GcraBucket *bucket);
 extern bool bucket_store_probe(bytea *key, TransactionId *inserting);
 extern bool bucket_store_insert(bytea *key, const GcraBucket *bucket);
 extern Oid	bucket_store_relid(void);
@@ -160,16 +185,20 @@ extern void bucket_store_key_order(const StoreRequest *requests, int n,
 extern void bucket_store_take_all(const StoreRequest *requests, int n,
 								  int64 at, GcraDecision *decisions);
 
-/* one row of rl_buckets, locked for a decision the caller makes */
+/* one row of a bucket table, locked for a decision the caller makes */
 typedef struct BucketAccess BucketAccess;
 extern BucketAccess *bucket_store_lock_row(bytea *key, GcraBucket *bucket);
+extern BucketAccess *bucket_store_hold_row(BucketTable table, bytea *key,
+										   const GcraLimit *limit, int64 now,
+										   GcraBucket *bucket);
 extern void bucket_store_write_row(BucketAccess *row, const GcraDecision *d,
 								   const GcraLimit *limit);
 extern void bucket_store_close_row(BucketAccess *row);
-extern bool bucket_store_refund(bytea *key, int64 now, int32 cost);
+extern bool bucket_store_refund(BucketTable table, bytea *key, int64 now,
+								int32 cost);
 extern bool bucket_store_delete(bytea *key);
-extern int64 bucket_store_delete_expired(TimestampTz now, int64 batch_size,
-										 ItemPointer position);
+extern int64 bucket_store_delete_expired(BucketTable table, TimestampTz now,
+										 int64 batch_size, ItemPointer position);
 extern void bucket_store_refuse_recovery(const char *function);
 
 /* memory_store.c */

@@ -6,9 +6,10 @@
  * The checks that depend on the store are made here: a table decision writes
  * a row, so it is refused in a read-only transaction and watched inside
  * transaction blocks (ratelimit.in_transaction); a memory decision is not
- * transactional, and goes to the table only when memory is full.  Both are
- * refused on a hot standby: a standby's buckets would answer differently
- * from its primary's.
+ * transactional, and goes to the table only when memory is full.  A durable
+ * limiter's buckets live in rl_buckets_durable in both stores, and follow
+ * the table's rules.  Both are refused on a hot standby: a standby's buckets
+ * would answer differently from its primary's.
  */
 #include "postgres.h"
 
@@ -87,13 +88,13 @@ store_check_writable(const char *function, int32 cost)
 }
 
 GcraDecision
-store_take(Oid fn_oid, const char *function, bytea *key,
+store_take(Oid fn_oid, const char *function, BucketTable table, bytea *key,
 		   const GcraLimit *limit, int64 at, int32 cost)
 {
 	GcraDecision d;
 
 	bucket_store_refuse_recovery(function);
-	if (memory_store_in_use())
+	if (memory_store_in_use() && table == BUCKETS_UNLOGGED)
 	{
 		bucket_store_connect(fn_oid);
 		d = memory_store_take(function, key, limit, at, cost);
@@ -102,14 +103,15 @@ store_take(Oid fn_oid, const char *function, bytea *key,
 	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
-	(void) bucket_store_take(key, limit, at, cost, true, &d);
+	(void) bucket_store_take(table, key, limit, at, cost, true, &d);
 	bucket_store_disconnect();
 	return d;
 }
 
 /*
  * Decide n requests all or nothing (gcra_decide_all) at one time; decisions[i]
- * is what was decided and stored for requests[i].
+ * is what was decided and stored for requests[i].  The memory store decides
+ * in memory the keys it keeps there, and the others in their tables.
  */
 void
 store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
@@ -134,15 +136,18 @@ store_take_all(Oid fn_oid, const char *function, const StoreRequest *requests,
 	bucket_store_disconnect();
 }
 
-/* Give cost cells back to a live bucket; true when that changed it. */
+/*
+ * Give cost cells back to a live bucket, where the limiter's buckets live
+ * now; true when that changed it.
+ */
 bool
-store_refund(Oid fn_oid, const char *function, bytea *key, int64 now,
-			 int32 cost)
+store_refund(Oid fn_oid, const char *function, BucketTable table, bytea *key,
+			 int64 now, int32 cost)
 {
 	bool		changed;
 
 	bucket_store_refuse_recovery(function);
-	if (memory_store_in_use())
+	if (memory_store_in_use() && table == BUCKETS_UNLOGGED)
 	{
 		bucket_store_connect(fn_oid);
 		changed = memory_store_refund(function, key, now, cost);
@@ -151,7 +156,7 @@ store_refund(Oid fn_oid, const char *function, bytea *key, int64 now,
 	}
 	store_check_writable(function, cost);
 	bucket_store_connect(fn_oid);
-	changed = bucket_store_refund(key, now, cost);
+	changed = bucket_store_refund(table, key, now, cost);
 	bucket_store_disconnect();
 	return changed;
 }
@@ -163,28 +168,33 @@ store_delete(Oid fn_oid, const char *function, bytea *key)
 
 	bucket_store_refuse_recovery(function);
 	bucket_store_connect(fn_oid);
-	/* a key lives in one place at a time */
-	removed = (memory_store_in_use() && memory_store_delete(key)) ||
-		bucket_store_delete(key);
+	/* everywhere: a limiter whose durable changed has left buckets behind */
+	removed = memory_store_in_use() && memory_store_delete(key);
+	removed |= bucket_store_delete(key);
 	bucket_store_disconnect();
 	return removed;
 }
 
 /*
- * Delete every bucket whose tat is before now, in rl_buckets and in memory;
+ * Delete every bucket that has passed at now, in both tables and in memory;
  * answers how many.
  */
 int64
 store_cleanup(Oid fn_oid, const char *function, TimestampTz now)
 {
-	ItemPointerData start;
-	int64		deleted;
+	int64		deleted = 0;
+	int			t;
 
-	/* (0,0) comes before every row */
-	ItemPointerSet(&start, 0, 0);
 	bucket_store_refuse_recovery(function);
 	bucket_store_connect(fn_oid);
-	deleted = bucket_store_delete_expired(now, 0, &start);
+	for (t = 0; t < NUM_BUCKET_TABLES; t++)
+	{
+		ItemPointerData start;
+
+		/* (0,0) comes before every row */
+		ItemPointerSet(&start, 0, 0);
+		deleted += bucket_store_delete_expired(t, now, 0, &start);
+	}
 	if (memory_store_in_use())
 		deleted += memory_store_cleanup(now);
 	bucket_store_disconnect();
@@ -194,7 +204,7 @@ store_cleanup(Oid fn_oid, const char *function, TimestampTz now)
 /*
  * rl_store_status(): the store in use, the memory store's slots in all and
  * holding a live bucket (NULL with the table store), and the buckets in this
- * database's rl_buckets.
+ * database's tables, rl_buckets and rl_buckets_durable.
  */
 PG_FUNCTION_INFO_V1(rl_store_status);
 
@@ -234,7 +244,8 @@ rl_store_status(PG_FUNCTION_ARGS)
 /*
  * rl_inspect(limiter, key): where the bucket of a key lives and what it
  * holds, as stored (its tat may have passed); all NULL when it has none,
- * and its lock (1.3's columns) NULL when it was never locked.
+ * and its lock (1.3's columns) NULL when it was never locked.  A durable
+ * limiter's bucket is read where it decides, in rl_buckets_durable.
  */
 PG_FUNCTION_INFO_V1(rl_inspect);
 
@@ -244,8 +255,9 @@ rl_inspect(PG_FUNCTION_ARGS)
 	text	   *limiter = required_text_argument(fcinfo, 0, "limiter");
 	text	   *key = required_text_argument(fcinfo, 1, "key");
 	bytea	   *stored = bucket_key(limiter, key);
+	BucketTable table = limiter_table(fcinfo->flinfo->fn_oid, limiter);
 	GcraBucket	bucket = {0};
-	const char *where = "table";
+	const char *where = table == BUCKETS_DURABLE ? "durable" : "table";
 	TupleDesc	desc;
 	Datum		values[5];
 	bool		nulls[5];
@@ -254,10 +266,11 @@ rl_inspect(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	bucket_store_refuse_recovery("rl_inspect");
 	bucket_store_connect(fcinfo->flinfo->fn_oid);
-	if (memory_store_in_use() && memory_store_read(stored, &bucket))
+	if (table == BUCKETS_UNLOGGED && memory_store_in_use() &&
+		memory_store_read(stored, &bucket))
 		where = "memory";
 	else
-		bucket_store_read(stored, &bucket);
+		bucket_store_read(table, stored, &bucket);
 	bucket_store_disconnect();
 
 	values[0] = CStringGetTextDatum(where);

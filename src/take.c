@@ -214,8 +214,8 @@ take(FunctionCallInfo fcinfo, const char *function, TimestampTz at)
 	if (error != GCRA_OK)
 		refuse_limit(error, rate, burst, cost);
 
-	d = store_take(fcinfo->flinfo->fn_oid, function, bucket_key(limiter, key),
-				   &limit, at, cost);
+	d = store_take(fcinfo->flinfo->fn_oid, function, BUCKETS_UNLOGGED,
+				   bucket_key(limiter, key), &limit, at, cost);
 	if (cost > 0)				/* a peek is not a decision: not counted */
 		stats_count(limiter, &d, false);
 
@@ -279,6 +279,7 @@ rl_refund(PG_FUNCTION_ARGS)
 	if (cost < 0)
 		refuse_limit(GCRA_BAD_COST, 0, 0, cost);
 	PG_RETURN_BOOL(store_refund(fcinfo->flinfo->fn_oid, "rl_refund",
+								limiter_table(fcinfo->flinfo->fn_oid, limiter),
 								bucket_key(limiter, key),
 								GetCurrentTimestamp(), cost));
 }

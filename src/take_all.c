@@ -171,6 +171,7 @@ take_all(FunctionCallInfo fcinfo, bool by_policy, bool detail)
 
 			policy_limit(&policy, now, r->cost, &r->limit);
 			r->shadow = policy.shadow;
+			r->table = policy_table(&policy);
 		}
 		else
 		{
@@ -187,6 +188,7 @@ take_all(FunctionCallInfo fcinfo, bool by_policy, bool detail)
 			if (error != GCRA_OK)
 				refuse_limit(error, rate, burst, r->cost);
 			r->shadow = false;
+			r->table = BUCKETS_UNLOGGED;
 		}
 		r->key = bucket_key(limiter, DatumGetTextPP(keys.values[at.element]));
 	}
