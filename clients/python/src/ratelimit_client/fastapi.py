@@ -62,7 +62,7 @@ class RateLimit:
     async def __call__(self, request: Request, response: Response) -> Decision:
         keys = []
         for key in self.limits.values():
-            value = client_ip(request, self.trusted) if key is None else key(request)
+            value = asgi.client_ip(request.scope, self.trusted) if key is None else key(request)
             keys.append(await value if inspect.isawaitable(value) else value)
         d = await _web.decide(self.limiter, self.limits, keys, self.rate, self.burst, self.cost)
         fields = _web.fields(self.limiter, d, self.rate, self.burst)
