@@ -1,7 +1,8 @@
-# The README's sign-in, in each language: the programs of examples/ (Python,
-# Node, Go, on their client libraries), installed and run as their first
-# lines say (the Node program in an application folder outside the checkout,
-# its packages from the npm registry), behind nginx as Debian installs it
+# The README's sign-in, in each language: the programs of examples/ (Python
+# with Flask and with FastAPI, Node, Go, on their client libraries),
+# installed and run as their first lines say (the Node program in an
+# application folder outside the checkout, its packages from the npm
+# registry), behind nginx as Debian installs it
 # (a copy of /etc/nginx, its default site enabled, on this test's port) with
 # the README's server block and steps, on a cluster with Debian's default
 # authentication set up by the README's SQL, with the README's connection
@@ -82,6 +83,9 @@ symlink("$src/clients/go", "$gopath/src/ratelimit") or die $!;
 my %programs = (
 	python => { cmd => [ '/usr/bin/python3', "$src/examples/python/sign_in.py" ],
 		env => { PYTHONPATH => "$src/clients/python/src" } },
+	# served by uvicorn; the same client, so the README quotes Python's texts for it
+	fastapi => { cmd => [ '/usr/bin/python3', "$src/examples/python/sign_in_fastapi.py" ],
+		env => { PYTHONPATH => "$src/clients/python/src" }, client => 'python' },
 	node => { cmd => [ 'sh', '-c', "cd '$node_app' && exec node sign_in.js" ], env => {} },
 	go => { cmd => ["$tmp/sign_in_go"], env => {} });
 
@@ -276,8 +280,9 @@ sub check_program
 	IPC::Run::run([ 'sh', '-c', $check ], '>', \$out, '2>', \$err);
 	my @got = grep { /\S/ } split /\r?\n/, $out;
 	s/\s+$// for @got;
-	# Retry-After counts down; a reason phrase's case is the server's (Werkzeug's is upper)
-	s/^(Retry-After: )\d+$/$1 . 'N'/ei, s/^(HTTP\S+ \d+ .*)/lc $1/e for @got, @want;
+	# Retry-After counts down; a reason phrase's case is the server's (Werkzeug's is
+	# upper), and so is a field name's (Starlette's are lower)
+	s/^Retry-After: \d+$/Retry-After: N/i, s/^(HTTP\S+ \d+ .*)/lc $1/e for @got, @want;
 	is_deeply(\@got, \@want, "$name: the README's curl check prints what it says")
 	  or diag("$out$err" . slurp_file("$dir/app.log"));
 
@@ -341,9 +346,10 @@ sub check_no_password
 	my ($language) = @_;
 	my ($no_password_row) = $readme =~ /^\| every sign-in is `429` from the start \|([^\n]*)/m
 	  or die "no troubleshooting row for every sign-in 429\n";
-	my ($want) = $no_password_row =~ /\b\Q\u$language\E's `([^`]+)`/
-	  or die "the row quotes no text of $language\n";
 	my $program = $programs{$language};
+	my $client = $program->{client} // $language;
+	my ($want) = $no_password_row =~ /\b\Q\u$client\E's `([^`]+)`/
+	  or die "the row quotes no text of $client\n";
 	my $dir = PostgreSQL::Test::Utils::tempdir();
 	my $app_port = PostgreSQL::Test::Cluster::get_free_port();
 	(my $no_password = $url) =~ s{^(postgres://[^:/\@]+):[^\@]*\@}{$1\@} or die "no password in $url\n";
@@ -367,7 +373,7 @@ sub check_no_password
 }
 
 my ($bport) = start_readme_pgbouncer();
-for my $language (qw(python node go))
+for my $language (qw(python fastapi node go))
 {
 	check_program($language, language => $language, restart => 1);
 	check_program("$language through PgBouncer", language => $language, db_port => $bport);

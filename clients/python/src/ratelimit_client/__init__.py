@@ -8,7 +8,8 @@ per-process fallback at the same limit during an outage.
         ...
 
 AsyncLimiter (ratelimit_client.aio) is the same for asyncio;
-ratelimit_client.flask and ratelimit_client.asgi answer HTTP 429.
+ratelimit_client.flask and ratelimit_client.asgi answer HTTP 429, and
+ratelimit_client.fastapi raises it from a route's dependency.
 """
 
 from ._core import (Decision, Policy, RateLimitError, Request, Source, Stats,
