@@ -8,10 +8,18 @@ export interface Decision {
   allowed: boolean;
   /** requests of cost 1 left in the burst */
   remaining: number;
+  /** the burst (the limit per window) of the binding limit; null: a policy the client has not read */
+  limit: number | null;
   /** seconds; 0 when allowed; Infinity when never (cost > burst: rl_take's NULL) */
   retryAfter: number;
   /** seconds until the bucket is full again */
   resetAfter: number;
+  /** retryAfter in whole ms, rounded up; Infinity when never */
+  retryAfterMs: number;
+  /** resetAfter in whole ms, rounded up */
+  resetAfterMs: number;
+  /** when the bucket is full again: epoch ms, as Date.now() */
+  reset: number;
   source: Source;
 }
 
@@ -39,8 +47,22 @@ export interface Policy extends Limit {
   lockoutMaxMs: number | null;
 }
 
+/** A unit of a duration: ms, s, m, h, d, or their words (second, minutes, ...). */
+export type DurationUnit =
+  | 'ms' | 'msec' | 'millisecond' | 'milliseconds'
+  | 's' | 'sec' | 'secs' | 'second' | 'seconds'
+  | 'm' | 'min' | 'mins' | 'minute' | 'minutes'
+  | 'h' | 'hr' | 'hrs' | 'hour' | 'hours'
+  | 'd' | 'day' | 'days';
+/** A duration such as '1 m', '15 minutes' or '500ms'. */
+export type Duration = `${number} ${DurationUnit}` | `${number}${DurationUnit}`;
+
 export interface TakeOptions {
-  /** requests per second; with burst: the explicit form, without: the policy */
+  /** limit requests per windowMs (the burst is limit); with windowMs, in place of rate and burst */
+  limit?: number;
+  /** the window: ms, or a duration such as '1 m' */
+  windowMs?: number | Duration;
+  /** requests per second; with burst (rl_take's arguments). Without a limit: the policy */
   rate?: number;
   burst?: number;
   /** default 1; 0 peeks */

@@ -23,10 +23,11 @@ const crypto = require('node:crypto');
 const gcra = require('./gcra');
 const { KeyTable } = require('./table');
 const { Pool, Timeout, within } = require('./pool');
+const { RateLimitError } = require('./errors');
+const { hasLimit, rateAndBurst, INT32_MAX } = require('./limit');
 
 const PG_EPOCH_US = 946684800000000n;
 const MAX_REQUESTS = 16;
-const INT32_MAX = 2147483647;
 // limiters whose last warning time is remembered
 const MAX_WARNED_LIMITERS = 1024;
 
@@ -41,17 +42,6 @@ const DEFAULTS = {
   cancelTimeoutMs: 10000,
 };
 
-// Bad use: an argument the server refuses, or an error a retry cannot fix.
-class RateLimitError extends Error {
-  constructor(message, code, limiter, index) {
-    super(message);
-    this.name = 'RateLimitError';
-    this.code = code;	// the server's SQLSTATE
-    this.limiter = limiter;
-    if (index !== undefined) this.index = index;
-  }
-}
-
 // SQLSTATEs that say the call is wrong, not that the database is down.
 function isBadUse(code) {
   return typeof code === 'string' && (code === '42501' || code === '42704' || code.startsWith('22'));
@@ -60,6 +50,8 @@ function isBadUse(code) {
 const nowUs = () => process.hrtime.bigint() / 1000n;
 const wallUs = () => BigInt(Date.now()) * 1000n - PG_EPOCH_US;
 const seconds = (us) => Number(us) / 1e6;
+// seconds as whole ms, rounded up (a wait of retryAfterMs is long enough)
+const ceilMs = (s) => (Number.isFinite(s) ? Math.ceil(Math.round(s * 1e6) / 1000) : s);
 
 function quoteIdent(name) {
   return `"${name.replace(/"/g, '""')}".`;
@@ -118,6 +110,10 @@ function policyOf([limiter, rate, burst, shadow, lockoutUs, lockoutGrowth, locko
   }];
 }
 
+// A decision of take: without takeAll's binding and limiter.
+const singleDecision = ({ allowed, remaining, limit, retryAfter, resetAfter, retryAfterMs, resetAfterMs, reset, source }) => (
+  { allowed, remaining, limit, retryAfter, resetAfter, retryAfterMs, resetAfterMs, reset, source });
+
 class RateLimiter {
   // options: connectionString or connection (a pg client config), and the
   // DEFAULTS above; logger: an object with warn(message) (console).
@@ -168,20 +164,20 @@ class RateLimiter {
       noRoom: 0, noPolicy: 0, policyReads: 0 };
   }
 
-  // The explicit form when rate and burst are given, else the policy form.
-  take(limiter, key, { rate, burst, cost = 1 } = {}) {
-    const byPolicy = rate === undefined && burst === undefined;
-    return this.decide(byPolicy ? 'policy' : 'take', [{ limiter, key, rate, burst, cost }])
-      .then(({ allowed, remaining, retryAfter, resetAfter, source }) => ({ allowed, remaining, retryAfter, resetAfter, source }));
+  // The explicit form when the options give a limit (rate and burst, or
+  // limit and windowMs), else the policy form.
+  take(limiter, key, { rate, burst, limit, windowMs, cost = 1 } = {}) {
+    const item = { limiter, key, rate, burst, limit, windowMs, cost };
+    return this.decide(hasLimit(item) ? 'take' : 'policy', [item]).then(singleDecision);
   }
 
-  // 1 to 16 requests { limiter, key, rate, burst, cost }, all or nothing;
-  // all with rate and burst (explicit) or all without (their policies).
+  // 1 to 16 requests { limiter, key, rate, burst | limit, windowMs, cost },
+  // all or nothing; all with a limit (explicit) or all without (their policies).
   takeAll(requests) {
     if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_REQUESTS) {
       return Promise.reject(new RateLimitError('requests must have 1 to 16 elements', '22023'));
     }
-    const explicit = requests.filter((r) => r && (r.rate !== undefined || r.burst !== undefined)).length;
+    const explicit = requests.filter((r) => r && hasLimit(r)).length;
     if (explicit !== 0 && explicit !== requests.length) {
       return Promise.reject(new RateLimitError(
         'requests must all give rate and burst, or none (their policies)', '22023'));
@@ -259,7 +255,8 @@ class RateLimiter {
         if (it === null || typeof it !== 'object') throw new RateLimitError('a request must be an object', '22023');
         checkNames(it.limiter, it.key);
         if (!byPolicy) {
-          it.limit = checkLimit(it.limiter, it.rate, it.burst);
+          ({ rate: it.rate, burst: it.burst } = rateAndBurst(it, it.limiter));
+          it.gcraLimit = checkLimit(it.limiter, it.rate, it.burst);
           it.known = true;
         }
         checkCost(it.cost, it.limiter);
@@ -287,7 +284,7 @@ class RateLimiter {
         ({ limit } = gcra.lockoutInit(limit, p.lockoutUs, p.lockoutGrowth, p.lockoutMaxUs, wall, gcra.PG_MAX_TIME_US));
       }
       it.known = Boolean(limit);
-      if (limit) Object.assign(it, { limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
+      if (limit) Object.assign(it, { gcraLimit: limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
     }
   }
 
@@ -310,7 +307,21 @@ class RateLimiter {
     this.failure = detail;
   }
 
+  // The decision of decideIn, with the limit (the binding request's burst;
+  // null for a policy the last read of rl_policies did not have) and ms:
+  // retryAfterMs, resetAfterMs, reset (the time the bucket is full again,
+  // in epoch ms).
   async decide(call, items) {
+    const d = await this.decideIn(call, items);
+    const binding = items[d.binding ?? 0];
+    d.limit = binding.known ? binding.burst : null;
+    d.retryAfterMs = ceilMs(d.retryAfter);
+    d.resetAfterMs = ceilMs(d.resetAfter);
+    d.reset = Date.now() + d.resetAfterMs;
+    return d;
+  }
+
+  async decideIn(call, items) {
     const byPolicy = call === 'policy' || call === 'allPolicy';
     this.checkItems(call, items);
     const deadline = performance.now() + this.options.deadlineMs;
@@ -362,10 +373,10 @@ class RateLimiter {
         }
         const e = this.table.get(it.id, now, true);
         if (e === null) return;
-        const us = d.resets[i] * 1e6 >= Number(it.limit.toleranceUs)
-          ? it.limit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
+        const us = d.resets[i] * 1e6 >= Number(it.gcraLimit.toleranceUs)
+          ? it.gcraLimit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
         const [lockUntilUs, lockUs] = this.lockLearned(items, it, i, d, e.memory, now);
-        this.table.set(e, 'memory', now + us, it.limit.intervalUs, lockUntilUs, lockUs);
+        this.table.set(e, 'memory', now + us, it.gcraLimit.intervalUs, lockUntilUs, lockUs);
       });
       delete d.resets;
       return d;
@@ -395,7 +406,7 @@ class RateLimiter {
     const running = memory.present && now < memory.lockUntilUs;
     if (!d.allowed && !answered) return [memory.lockUntilUs, memory.lockUs];
     if (it.shadow) return [memory.lockUntilUs, memory.lockUs];
-    if (!d.allowed && it.limit.lockoutUs > 0n && it.cost > 0 && it.cost <= it.burst && d.retryAfter !== Infinity) {
+    if (!d.allowed && it.gcraLimit.lockoutUs > 0n && it.cost > 0 && it.cost <= it.burst && d.retryAfter !== Infinity) {
       const remainder = BigInt(Math.round(d.retryAfter * 1e6));
       return [now + remainder, running ? memory.lockUs : remainder];
     }
@@ -495,7 +506,7 @@ class RateLimiter {
     // the database's last answers, neither stored
     const last = (spend) => gcra.decideAll(known.map((it) => {
       const e = this.table.find(it.id);
-      return { limit: it.limit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
+      return { limit: it.gcraLimit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
     }), now);
     const locked = this.lockedAnswer(items, known, last, now);
     if (locked) return locked;
@@ -540,7 +551,7 @@ class RateLimiter {
   lockedAnswer(items, known, last, now) {
     const isLocked = (it) => {
       const e = this.table.find(it.id);
-      return it.cost > 0 && !it.shadow && it.limit.lockoutUs > 0n && e !== null &&
+      return it.cost > 0 && !it.shadow && it.gcraLimit.lockoutUs > 0n && e !== null &&
         e.memory.present && now < e.memory.lockUntilUs;
     };
     if (!known.some(isLocked)) return null;
@@ -574,7 +585,7 @@ class RateLimiter {
         entries.push(e);
       }
       if (entries.length === items.length) {
-        const requests = items.map((it, i) => ({ limit: it.limit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
+        const requests = items.map((it, i) => ({ limit: it.gcraLimit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
         const { combined, decisions } = gcra.decideAll(requests, now);
         decisions.forEach((dd, i) => {
           if (dd.store) {

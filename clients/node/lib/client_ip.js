@@ -6,7 +6,7 @@
 // client wrote is not parsed.  Addresses are { v6, bytes } (16 bytes; IPv4
 // in the first four).
 
-const { RateLimitError } = require('./client');
+const { RateLimitError } = require('./errors');
 
 const MAX_ENTRY_LEN = 64;
 const MAX_TRUSTED_HOPS = 64;

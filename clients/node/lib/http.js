@@ -6,8 +6,9 @@
 // far as trusted proxies wrote it).
 
 const gcra = require('./gcra');
-const { RateLimitError } = require('./client');
+const { RateLimitError } = require('./errors');
 const { clientIp, clientIpForwarded, ipKey, parseTrusted } = require('./client_ip');
+const { hasLimit, rateAndBurst } = require('./limit');
 
 // Whole seconds, rounded up, of microseconds (BigInt).
 const ceilSeconds = (us) => (us + 999999n) / 1000000n;
@@ -45,9 +46,9 @@ function rateLimitHeaders(d, limiter, rate, burst) {
   return fields;
 }
 
-// rateLimit(limiter, options): Express middleware.  options: limiter, rate,
-// burst, cost (one limit), or limits: an array or (req, ip) => array of
-// { limiter, key, rate, burst, cost } (all or nothing); a request without a
+// rateLimit(limiter, options): Express middleware.  options: limiter, rate
+// and burst or limit and windowMs, cost (one limit), or limits: an array or
+// (req, ip) => array of such requests with a key (all or nothing); a request without a
 // key is keyed by the client address (rl_ip_key of it, IPv6 by ipv6Prefix).
 // trustedProxies: the proxies whose header is believed (none by default);
 // header: 'x-forwarded-for' (default) or 'forwarded' (RFC 7239).
@@ -56,7 +57,8 @@ function rateLimit(limiter, options = {}) {
   const forwarded = (options.header ?? 'x-forwarded-for').toLowerCase() === 'forwarded';
   const ipv6Prefix = options.ipv6Prefix ?? 64;
   const single = options.limits === undefined
-    ? [{ limiter: options.limiter, rate: options.rate, burst: options.burst, cost: options.cost }] : null;
+    ? [{ limiter: options.limiter, rate: options.rate, burst: options.burst, limit: options.limit,
+      windowMs: options.windowMs, cost: options.cost }] : null;
   const limitsOf = typeof options.limits === 'function' ? options.limits : () => single ?? options.limits;
 
   return async function rateLimitMiddleware(req, res, next) {
@@ -70,7 +72,7 @@ function rateLimit(limiter, options = {}) {
         : await limiter.takeAll(requests);
       req.rateLimit = d;
       const binding = requests[d.binding];
-      const limit = binding.rate !== undefined ? binding : limiter.policy(binding.limiter);
+      const limit = hasLimit(binding) ? rateAndBurst(binding, binding.limiter) : limiter.policy(binding.limiter);
       if (limit) res.set(rateLimitHeaders(d, binding.limiter, limit.rate, limit.burst));
       else if (!d.allowed && Number.isFinite(d.retryAfter)) res.set('Retry-After', String(Math.ceil(d.retryAfter)));
       if (d.allowed) return next();

@@ -6,6 +6,9 @@ async function use(): Promise<void> {
   const limiter = new RateLimiter({ connectionString: 'postgres://web@localhost/app', deadlineMs: 250, logger: console });
   const d: Decision = await limiter.take('auth_login', 'ada@example.com', { rate: 10 / 900, burst: 10 });
   const p: Decision = await limiter.take('auth_login', 'ada@example.com');
+  const w: Decision = await limiter.take('auth_login', 'ada@example.com', { limit: 10, windowMs: '15 minutes' });
+  const waitMs: number = w.retryAfterMs + w.resetAfterMs + w.reset + (w.limit ?? 0);
+  await limiter.take('auth_login', 'ada@example.com', { limit: 10, windowMs: 900_000 });
   const all: DecisionAll = await limiter.takeAll([{ limiter: 'sign_in_ip', key: '203.0.113.7' }, { limiter: 'sign_in_failures', key: 'ada' }]);
   const index: number = all.binding;
   const refunded: boolean = await limiter.refund('sign_in_failures', 'ada');
@@ -22,10 +25,12 @@ async function use(): Promise<void> {
   try {
     await limiter.take('', 'k');
   } catch (err) {
-    if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, policy, key, middleware, two);
+    if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, waitMs, policy, key, middleware, two);
   }
   // @ts-expect-error: the source is one of three
   const wrong: Decision['source'] = 'cache';
+  // @ts-expect-error: a window's unit is one of the known ones
+  await limiter.take('auth_login', 'ada', { limit: 5, windowMs: '1 fortnight' });
   // @ts-expect-error: a key is text
   await limiter.take('auth_login', 42);
   // @ts-expect-error: options are named
