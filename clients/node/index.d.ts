@@ -169,10 +169,13 @@ export interface HttpRequest {
   rateLimit?: Decision | DecisionAll;
 }
 export interface HttpResponse {
+  headersSent: boolean;
   set(field: string | Record<string, string>, value?: string): unknown;
+  append(field: string, value: string): unknown;
   status(code: number): HttpResponse;
   type(type: string): HttpResponse;
   send(body: string): unknown;
+  json(body: unknown): unknown;
 }
 
 export interface LimitRequest extends TakeOptions {
@@ -181,7 +184,10 @@ export interface LimitRequest extends TakeOptions {
   key?: string;
 }
 
-export interface RateLimitOptions<Req extends HttpRequest = HttpRequest> extends TakeOptions {
+/** A denial's body: text (text/plain) or anything else (JSON). */
+export type DenialMessage<Req, Res> = unknown | ((req: Req, res: Res) => unknown | Promise<unknown>);
+
+export interface RateLimitOptions<Req extends HttpRequest = HttpRequest, Res extends HttpResponse = HttpResponse> extends TakeOptions {
   /** one limit: its limiter (with rate and burst, or its policy) */
   limiter?: string;
   /** several limits, all or nothing; ip is rl_ip_key of the client address */
@@ -192,8 +198,18 @@ export interface RateLimitOptions<Req extends HttpRequest = HttpRequest> extends
   header?: 'x-forwarded-for' | 'forwarded';
   /** IPv6 clients share a budget per prefix: 64 */
   ipv6Prefix?: number;
+  /** true: the request goes on undecided, without fields (a health check) */
+  skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
+  /** a denial's status: 429 */
+  statusCode?: number;
+  /** a denial's body: 'Too many requests\n' */
+  message?: DenialMessage<Req, Res>;
+  /** answers a denial in place of statusCode and message; options: these, with their defaults */
+  handler?: (req: Req, res: Res, next: (err?: unknown) => void, options: RateLimitOptions<Req, Res>) => unknown;
+  /** the request's property that holds the decision: 'rateLimit' */
+  requestPropertyName?: string;
 }
 
-export function rateLimit<Req extends HttpRequest = HttpRequest>(
-  limiter: RateLimiter, options: RateLimitOptions<Req>,
-): (req: Req, res: HttpResponse, next: (err?: unknown) => void) => Promise<void>;
+export function rateLimit<Req extends HttpRequest = HttpRequest, Res extends HttpResponse = HttpResponse>(
+  limiter: RateLimiter, options: RateLimitOptions<Req, Res>,
+): (req: Req, res: Res, next: (err?: unknown) => void) => Promise<void>;

@@ -21,11 +21,20 @@ async function use(): Promise<void> {
   const ip: string | null = clientIp('10.0.0.1', '203.0.113.7', ['10.0.0.0/8']);
   const key: string = ipKey(ip ?? '::1', 64);
   const middleware = rateLimit(limiter, { limiter: 'auth_login', rate: 5 / 60, burst: 5, trustedProxies: '127.0.0.1' });
+  const json = rateLimit(limiter, {
+    limiter: 'api', limit: 100, windowMs: '15 minutes', statusCode: 503, message: { error: 'too many requests' },
+    skip: (req) => req.headers['x-health'] === '1', requestPropertyName: 'limited',
+  });
+  const handled = rateLimit(limiter, {
+    limiter: 'api', handler: (req, res, next, options) => res.status(options.statusCode ?? 429).json({ retry: req.rateLimit?.retryAfterMs }),
+  });
+  // @ts-expect-error: skip answers whether to skip
+  rateLimit(limiter, { limiter: 'api', skip: 'health' });
   const two = rateLimit(limiter, { limits: (req, addr) => [{ limiter: 'sign_in_ip', key: addr ?? 'none' }, { limiter: 'x', key: String(req.headers.host) }] });
   try {
     await limiter.take('', 'k');
   } catch (err) {
-    if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, waitMs, policy, key, middleware, two);
+    if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, waitMs, json, handled, policy, key, middleware, two);
   }
   // @ts-expect-error: the source is one of three
   const wrong: Decision['source'] = 'cache';
