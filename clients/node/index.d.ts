@@ -74,9 +74,19 @@ export interface Request extends TakeOptions {
   key: string;
 }
 
-/** Anything with a warn method: console, a pino or winston logger. */
+/** What a warning says, as fields: the limiter (or, on the summary line, how many are named) and why. */
+export interface WarningFields {
+  limiter?: string;
+  /** 'timeout' or 'error' */
+  reason: string;
+  detail: string;
+  backoffMs: number;
+  namedLimiters?: number;
+}
+
+/** Anything with warn(fields, message), in pino's order: a pino logger, or console. */
 export interface Logger {
-  warn(message: string): unknown;
+  warn(fields: WarningFields, message: string): unknown;
 }
 
 /** The subset of a pg client configuration the limiter passes on. */
@@ -110,7 +120,9 @@ export interface RateLimiterOptions {
   policyRefreshMs?: number;
   /** how long a cancel request may wait for the server: 10000 */
   cancelTimeoutMs?: number;
-  /** console by default */
+  /** an idle connection is closed after: 10000 */
+  idleTimeoutMs?: number;
+  /** the message to console.warn by default */
   logger?: Logger;
 }
 
@@ -130,13 +142,20 @@ export interface Stats {
 export const DEFAULTS: Readonly<Required<Omit<RateLimiterOptions, 'connectionString' | 'connection' | 'logger'>>>;
 
 /** Bad use: an argument the server refuses, or an error a retry cannot fix. */
-export class RateLimitError extends Error {
+export class RateLimitUsageError extends Error {
   /** the server's SQLSTATE: 22xxx, 42501 or 42704 */
   code: string;
   limiter: string | undefined;
   /** in a multi-limit call, the request at fault */
   index?: number;
+  /** pg's DatabaseError when the server refused; undefined when the client's own check did */
+  cause?: unknown;
 }
+
+/** @deprecated the name of 1.2: RateLimitUsageError, the same class */
+export const RateLimitError: typeof RateLimitUsageError;
+/** @deprecated the name of 1.2: RateLimitUsageError */
+export type RateLimitError = RateLimitUsageError;
 
 export class RateLimiter {
   constructor(options?: RateLimiterOptions);

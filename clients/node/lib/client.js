@@ -4,7 +4,7 @@
 //
 // How a decision is made:
 //  1. the arguments are checked as rl_take checks them; bad use is a thrown
-//     RateLimitError, never a decision;
+//     RateLimitUsageError, never a decision;
 //  2. while the database is in its backoff after a failure, the in-memory
 //     limiter decides (source 'fallback');
 //  3. the pre-check, a bucket of twice the burst counting this process's
@@ -23,7 +23,7 @@ const crypto = require('node:crypto');
 const gcra = require('./gcra');
 const { KeyTable } = require('./table');
 const { Pool, Timeout, within } = require('./pool');
-const { RateLimitError } = require('./errors');
+const { RateLimitUsageError } = require('./errors');
 const { hasLimit, rateAndBurst, INT32_MAX } = require('./limit');
 
 const PG_EPOCH_US = 946684800000000n;
@@ -40,7 +40,11 @@ const DEFAULTS = {
   warningIntervalMs: 60000,
   policyRefreshMs: 10000,
   cancelTimeoutMs: 10000,
+  idleTimeoutMs: 10000,
 };
+
+// logger's default: the message on the console, without the fields
+const CONSOLE = { warn: (fields, message) => console.warn(message) };
 
 // SQLSTATEs that say the call is wrong, not that the database is down.
 function isBadUse(code) {
@@ -59,19 +63,19 @@ function quoteIdent(name) {
 
 // limiter and key, in rl_take's order
 function checkName(value, what, limiter) {
-  if (value === null || value === undefined) throw new RateLimitError(`${what} must not be null`, '22004', limiter);
-  if (typeof value !== 'string') throw new RateLimitError(`${what} must be a string`, '22023', limiter);
+  if (value === null || value === undefined) throw new RateLimitUsageError(`${what} must not be null`, '22004', limiter);
+  if (typeof value !== 'string') throw new RateLimitUsageError(`${what} must be a string`, '22023', limiter);
   if (!value.isWellFormed() || value.includes('\0')) {
-    throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+    throw new RateLimitUsageError(`${what} must be valid UTF-8`, '22021', limiter);
   }
-  if (value === '') throw new RateLimitError(`${what} must not be empty`, '22023', limiter);
+  if (value === '') throw new RateLimitUsageError(`${what} must not be empty`, '22023', limiter);
 }
 
 function checkNames(limiter, key) {
   // the server refuses a bad encoding before it looks at any value
   for (const [v, what] of [[limiter, 'limiter'], [key, 'key']]) {
     if (typeof v === 'string' && (!v.isWellFormed() || v.includes('\0'))) {
-      throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+      throw new RateLimitUsageError(`${what} must be valid UTF-8`, '22021', limiter);
     }
   }
   checkName(limiter, 'limiter', limiter);
@@ -80,19 +84,19 @@ function checkNames(limiter, key) {
 
 function checkCost(cost, limiter) {
   if (!Number.isInteger(cost) || cost > INT32_MAX) {
-    throw new RateLimitError('cost must be an integer from 0 to 2147483647', '22023', limiter);
+    throw new RateLimitUsageError('cost must be an integer from 0 to 2147483647', '22023', limiter);
   }
-  if (cost < 0) throw new RateLimitError(gcra.ERRORS.bad_cost, '22023', limiter);
+  if (cost < 0) throw new RateLimitUsageError(gcra.ERRORS.bad_cost, '22023', limiter);
 }
 
 // The limit of an explicit call, checked as rl_take checks it.
 function checkLimit(limiter, rate, burst) {
-  if (typeof rate !== 'number') throw new RateLimitError(gcra.ERRORS.bad_rate, '22023', limiter);
+  if (typeof rate !== 'number') throw new RateLimitUsageError(gcra.ERRORS.bad_rate, '22023', limiter);
   if (!Number.isInteger(burst) || burst > INT32_MAX) {
-    throw new RateLimitError('burst must be an integer from 1 to 2147483647', '22023', limiter);
+    throw new RateLimitUsageError('burst must be an integer from 1 to 2147483647', '22023', limiter);
   }
   const { limit, error } = gcra.limitInit(rate, burst, wallUs(), gcra.PG_MAX_TIME_US);
-  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  if (error) throw new RateLimitUsageError(gcra.ERRORS[error], '22023', limiter);
   return limit;
 }
 
@@ -116,22 +120,23 @@ const singleDecision = ({ allowed, remaining, limit, retryAfter, resetAfter, ret
 
 class RateLimiter {
   // options: connectionString or connection (a pg client config), and the
-  // DEFAULTS above; logger: an object with warn(message) (console).
+  // DEFAULTS above; logger: an object with warn(fields, message) (pino's
+  // order; by default the message goes to console.warn).
   constructor(options = {}) {
     const o = { ...DEFAULTS, ...options };
     for (const name of ['deadlineMs', 'backoffMs', 'poolSize', 'maxKeys', 'warningIntervalMs',
-      'policyRefreshMs', 'cancelTimeoutMs']) {
+      'policyRefreshMs', 'cancelTimeoutMs', 'idleTimeoutMs']) {
       if (!Number.isInteger(o[name]) || o[name] < 1) throw new RangeError(`${name} must be an integer of at least 1`);
     }
     if (o.schema !== null && (typeof o.schema !== 'string' || o.schema === '')) {
       throw new RangeError('schema must be a non-empty string or null');
     }
     this.options = o;
-    this.logger = o.logger ?? console;
+    this.logger = o.logger ?? CONSOLE;
     const config = { ...(o.connection ?? {}) };
     if (o.connectionString !== undefined) config.connectionString = o.connectionString;
     config.fallback_application_name = 'ratelimit_client';
-    this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs);
+    this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs, o.idleTimeoutMs);
     const s = o.schema === null ? '' : quoteIdent(o.schema);
     // rl_take_all_detail (ratelimit 1.2) answers rl_take_all's columns and each
     // request's own decision: its reset_after, in the order of the requests,
@@ -175,11 +180,11 @@ class RateLimiter {
   // all or nothing; all with a limit (explicit) or all without (their policies).
   takeAll(requests) {
     if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_REQUESTS) {
-      return Promise.reject(new RateLimitError('requests must have 1 to 16 elements', '22023'));
+      return Promise.reject(new RateLimitUsageError('requests must have 1 to 16 elements', '22023'));
     }
     const explicit = requests.filter((r) => r && hasLimit(r)).length;
     if (explicit !== 0 && explicit !== requests.length) {
-      return Promise.reject(new RateLimitError(
+      return Promise.reject(new RateLimitUsageError(
         'requests must all give rate and burst, or none (their policies)', '22023'));
     }
     return this.decide(explicit ? 'all' : 'allPolicy',
@@ -252,7 +257,7 @@ class RateLimiter {
     const byPolicy = call === 'policy' || call === 'allPolicy';
     items.forEach((it, i) => {
       try {
-        if (it === null || typeof it !== 'object') throw new RateLimitError('a request must be an object', '22023');
+        if (it === null || typeof it !== 'object') throw new RateLimitUsageError('a request must be an object', '22023');
         checkNames(it.limiter, it.key);
         if (!byPolicy) {
           ({ rate: it.rate, burst: it.burst } = rateAndBurst(it, it.limiter));
@@ -267,7 +272,7 @@ class RateLimiter {
       it.id = this.identity(it.limiter, it.key);
       for (let j = 0; j < i; j++) {
         if (items[j].id === it.id) {
-          throw new RateLimitError('limiters and keys must not name the same pair twice', '22023', it.limiter, i);
+          throw new RateLimitUsageError('limiters and keys must not name the same pair twice', '22023', it.limiter, i);
         }
       }
     });
@@ -480,7 +485,7 @@ class RateLimiter {
           const message = err.message;
           return {
             index: index >= 0 && index < 16 ? index : 0,
-            badUse: (limiter, i) => new RateLimitError(message, err.code, limiter, i),
+            badUse: (limiter, i) => new RateLimitUsageError(message, err.code, limiter, i, err),
             policies,
           };
         }
@@ -628,6 +633,7 @@ class RateLimiter {
     const now = performance.now();
     const o = this.options;
     const why = () => `the database failed (${reason}: ${detail}); it is tried again at most every ${o.backoffMs} ms`;
+    const fields = { reason, detail, backoffMs: o.backoffMs };
     const limiters = items.length === 1 ? [items[0].limiter] : new Set(items.map((it) => it.limiter));
     for (const limiter of limiters) {
       const due = this.warned.get(limiter);
@@ -639,16 +645,17 @@ class RateLimiter {
         if (firstDue > now) {
           if (now < this.summaryDue) continue;
           this.summaryDue = now + o.warningIntervalMs;
-          this.logger.warn(`ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why()}; ` +
+          this.logger.warn({ ...fields, namedLimiters: MAX_WARNED_LIMITERS },
+            `ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why()}; ` +
             `only ${MAX_WARNED_LIMITERS} are named, each at most once per ${o.warningIntervalMs} ms, and this line comes at most once per ${o.warningIntervalMs} ms`);
           continue;
         }
         this.warned.delete(first);
       }
       this.warned.set(limiter, now + o.warningIntervalMs);
-      this.logger.warn(`ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why()}`);
+      this.logger.warn({ ...fields, limiter }, `ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why()}`);
     }
   }
 }
 
-module.exports = { RateLimiter, RateLimitError, DEFAULTS };
+module.exports = { RateLimiter, DEFAULTS };

@@ -3,14 +3,15 @@
 // cannot fix.  Its own module, so that every part of the client can throw it
 // without requiring the client.
 
-class RateLimitError extends Error {
-  constructor(message, code, limiter, index) {
-    super(message);
-    this.name = 'RateLimitError';
+class RateLimitUsageError extends Error {
+  // cause: the server's error (pg's DatabaseError), when the server refused
+  constructor(message, code, limiter, index, cause) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'RateLimitUsageError';
     this.code = code;	// the server's SQLSTATE
     this.limiter = limiter;
     if (index !== undefined) this.index = index;
   }
 }
 
-module.exports = { RateLimitError };
+module.exports = { RateLimitUsageError };

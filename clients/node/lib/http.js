@@ -6,7 +6,7 @@
 // far as trusted proxies wrote it).
 
 const gcra = require('./gcra');
-const { RateLimitError } = require('./errors');
+const { RateLimitUsageError } = require('./errors');
 const { clientIp, clientIpForwarded, ipKey, parseTrusted } = require('./client_ip');
 const { hasLimit, rateAndBurst } = require('./limit');
 
@@ -15,7 +15,7 @@ const ceilSeconds = (us) => (us + 999999n) / 1000000n;
 
 function sfString(limiter) {
   if (!/^[\x20-\x7e]+$/.test(limiter)) {
-    throw new RateLimitError('limiter must be printable ASCII to name an HTTP rate limit', '22023', limiter);
+    throw new RateLimitUsageError('limiter must be printable ASCII to name an HTTP rate limit', '22023', limiter);
   }
   return `"${limiter.replace(/["\\]/g, '\\$&')}"`;
 }
@@ -26,7 +26,7 @@ function rateLimitHeaders(d, limiter, rate, burst) {
   const name = sfString(limiter);
   const { limit, error } = gcra.limitInit(rate, burst, BigInt(Date.now()) * 1000n - 946684800000000n,
     gcra.PG_MAX_TIME_US);
-  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  if (error) throw new RateLimitUsageError(gcra.ERRORS[error], '22023', limiter);
   const window = Math.max(1, Math.ceil(burst / rate));
   const fields = { 'RateLimit-Policy': `${name};q=${burst};w=${window}` };
   // seconds until the next cell is back: the debt modulo T, or T

@@ -5,7 +5,7 @@
 // '15 minutes').  Both are the same GCRA limit: burst = limit and
 // rate = limit per window.
 
-const { RateLimitError } = require('./errors');
+const { RateLimitUsageError } = require('./errors');
 
 const INT32_MAX = 2147483647;
 const UNIT_MS = { ms: 1, s: 1000, m: 60000, h: 3600000, d: 86400000 };
@@ -28,7 +28,7 @@ function durationMs(value, limiter) {
     const unit = m && UNITS[m[2].toLowerCase()];
     if (unit) ms = Number(m[1]) * UNIT_MS[unit];
   }
-  if (!Number.isFinite(ms) || ms <= 0) throw new RateLimitError(BAD_WINDOW, '22023', limiter);
+  if (!Number.isFinite(ms) || ms <= 0) throw new RateLimitUsageError(BAD_WINDOW, '22023', limiter);
   return ms;
 }
 
@@ -40,10 +40,10 @@ const hasLimit = (r) => r.rate !== undefined || r.burst !== undefined || r.limit
 function rateAndBurst(r, limiter) {
   if (r.limit === undefined && r.windowMs === undefined) return { rate: r.rate, burst: r.burst };
   if (r.rate !== undefined || r.burst !== undefined) {
-    throw new RateLimitError('a limit is rate and burst, or limit and windowMs, not both', '22023', limiter);
+    throw new RateLimitUsageError('a limit is rate and burst, or limit and windowMs, not both', '22023', limiter);
   }
   if (!Number.isInteger(r.limit) || r.limit < 1 || r.limit > INT32_MAX) {
-    throw new RateLimitError('limit must be an integer from 1 to 2147483647 requests per window', '22023', limiter);
+    throw new RateLimitUsageError('limit must be an integer from 1 to 2147483647 requests per window', '22023', limiter);
   }
   return { rate: (r.limit * 1000) / durationMs(r.windowMs, limiter), burst: r.limit };
 }

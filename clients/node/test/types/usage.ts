@@ -1,9 +1,10 @@
 // A typed use of every call, checked by tsc --noEmit (test/clients/node.pl);
 // the lines marked @ts-expect-error must not type-check.
-import { RateLimiter, RateLimitError, rateLimit, rateLimitHeaders, clientIp, ipKey, Decision, DecisionAll, Policy, Stats } from 'ratelimit-client';
+import { RateLimiter, RateLimitError, RateLimitUsageError, rateLimit, rateLimitHeaders, clientIp, ipKey, Decision, DecisionAll, Policy, Stats } from 'ratelimit-client';
 
 async function use(): Promise<void> {
   const limiter = new RateLimiter({ connectionString: 'postgres://web@localhost/app', deadlineMs: 250, logger: console });
+  new RateLimiter({ idleTimeoutMs: 5000, logger: { warn: (fields, message) => console.log(fields.limiter, fields.reason, message) } });
   const d: Decision = await limiter.take('auth_login', 'ada@example.com', { rate: 10 / 900, burst: 10 });
   const p: Decision = await limiter.take('auth_login', 'ada@example.com');
   const w: Decision = await limiter.take('auth_login', 'ada@example.com', { limit: 10, windowMs: '15 minutes' });
@@ -34,6 +35,7 @@ async function use(): Promise<void> {
   try {
     await limiter.take('', 'k');
   } catch (err) {
+    if (err instanceof RateLimitUsageError) console.log(err.code, err.cause);
     if (err instanceof RateLimitError) console.log(err.code, err.limiter, seconds, waitMs, json, handled, policy, key, middleware, two);
   }
   // @ts-expect-error: the source is one of three
@@ -42,6 +44,8 @@ async function use(): Promise<void> {
   await limiter.take('auth_login', 'ada', { limit: 5, windowMs: '1 fortnight' });
   // @ts-expect-error: a key is text
   await limiter.take('auth_login', 42);
+  // @ts-expect-error: a warning's fields come first
+  new RateLimiter({ logger: { warn: (message: string) => message } });
   // @ts-expect-error: options are named
   new RateLimiter({ deadline: 250 });
   await limiter.end();
