@@ -48,13 +48,14 @@ function rateLimitHeaders(d, limiter, rate, burst) {
 
 // rateLimit(limiter, options): Express middleware.  options: limiter, rate
 // and burst or limit and windowMs, cost (one limit), or limits: an array or
-// (req, ip) => array of such requests with a key (all or nothing); a request without a
-// key is keyed by the client address (rl_ip_key of it, IPv6 by ipv6Prefix).
-// trustedProxies: the proxies whose header is believed (none by default);
-// header: 'x-forwarded-for' (default) or 'forwarded' (RFC 7239).  The
-// answer, as express-rate-limit's options say it: skip(req, res), handler
-// (req, res, next, options) or message (text, an object sent as JSON, or
-// (req, res) => either) with statusCode, requestPropertyName.
+// (req, ip) => array of such requests, each with its key (all or nothing);
+// a request without a key is keyed by the client address (rl_ip_key of it,
+// IPv6 by ipv6Prefix).  trustedProxies: the proxies whose header is
+// believed (none by default); header: 'x-forwarded-for' (default) or
+// 'forwarded' (RFC 7239).  The answer, as express-rate-limit's options say
+// it: skip(req, res), handler(req, res, next, options) or message (text, an
+// object sent as JSON, or (req, res) => either) with statusCode, and
+// requestPropertyName.
 function rateLimit(limiter, options = {}) {
   const trusted = parseTrusted(options.trustedProxies ?? null);
   const forwarded = (options.header ?? 'x-forwarded-for').toLowerCase() === 'forwarded';

@@ -89,13 +89,16 @@ test('lifetime: a program that never calls end() exits at once; idle connections
   assert.throws(() => new RateLimiter({ idleTimeoutMs: 0 }), RangeError);
 });
 
-test('ES modules: import names the exports of require, the same objects, from lib/index.mjs', async () => {
+test('ES modules: import names the exports of require, the same objects, from lib/index.mjs; their types under nodenext', async () => {
   const esm = await import('ratelimit-client');
   assert.deepEqual(Object.keys(esm).filter((k) => k !== 'default').sort(), Object.keys(client).sort());
   for (const k of Object.keys(client)) assert.equal(esm[k], client[k], k);
   assert.equal(esm.default, client);
   const r = await node(['--input-type=module', '-e', "console.log(import.meta.resolve('ratelimit-client'))"], dir);
   assert.match(r.out.trim(), /\/lib\/index\.mjs$/);
+  // and the types, for a TypeScript ES module (nodenext)
+  const tsc = await node([path.join(dir, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', 'test/types/esm'], dir);
+  assert.deepEqual([tsc.code, tsc.out], [0, ''], 'tsc checks test/types/esm/usage.mts');
 });
 
 test('README: the install line in an application\'s folder brings pg as a peer; the first program and the Express example run as printed', { skip: h.skip }, async () => {
