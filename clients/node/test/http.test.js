@@ -118,8 +118,8 @@ test('middleware: message as JSON or text with statusCode, or a handler; the dec
     assert.equal(json.status, 503);
     assert.match(json.headers.get('content-type'), /^application\/json/);
     assert.deepEqual(await json.json(), { error: 'too many' });
-    assert.match(json.headers.get('ratelimit'), /;r=0;t=3600$/, 'the fields as before');
-    assert.equal(json.headers.get('retry-after'), '3600');
+    assert.match(json.headers.get('ratelimit'), /;r=0;t=(3599|3600)$/, 'the fields as before');
+    assert.match(json.headers.get('retry-after'), /^(3599|3600)$/);
     const [, text] = await twice('/text');
     assert.deepEqual([text.status, text.headers.get('content-type'), await text.text()], [429, 'text/plain; charset=utf-8', 'Slow down\n']);
     const [, fn] = await twice('/fn');

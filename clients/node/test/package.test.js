@@ -61,14 +61,14 @@ test('errors: RateLimitUsageError, RateLimitError its 1.2 alias; a refusal of th
 });
 
 test('lifetime: a program that never calls end() exits at once; idle connections close after idleTimeoutMs', { skip: h.skip }, async () => {
+  // an idle timeout far past the time the program may take: only unref'd
+  // connections let it exit before it is killed at 30 s
   const program = `import { RateLimiter } from 'ratelimit-client';
-    const rl = new RateLimiter({ connection: JSON.parse(process.env.CONNECTION) });
+    const rl = new RateLimiter({ connection: JSON.parse(process.env.CONNECTION), idleTimeoutMs: 600000 });
     const d = await rl.take('lifetime', 'k', { limit: 5, windowMs: '1 m' });
     console.log(d.source);`;
-  const r = await node(['--input-type=module', '-e', program], dir, { CONNECTION: JSON.stringify(h.connection('table')) });
-  assert.deepEqual([r.code, r.out.trim()], [0, 'database'], r.out);
-  // the idle timeout is 10 s: the process did not wait for it
-  assert.ok(r.ms < 5000, `exited after ${Math.round(r.ms)} ms`);
+  const r = await node(['--input-type=module', '-e', program], dir, { CONNECTION: JSON.stringify(h.connection('table')) }, 30000);
+  assert.deepEqual([r.signal, r.code, r.out.trim()], [null, 0, 'database'], `${r.out} (after ${Math.round(r.ms)} ms)`);
 
   const app = h.name('idle');
   const sessions = async () => (await h.sql('table', 'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [app]))[0].n;
@@ -126,8 +126,9 @@ test('README: the install line in an application\'s folder brings pg as a peer; 
 
     const first = await node(['first.mjs'], app, env);
     assert.equal(first.code, 0, first.out);
-    assert.equal(first.out, 'allowed, 4 left\nallowed, 3 left\nallowed, 2 left\nallowed, 1 left\nallowed, 0 left\ndenied, retry in 12 s\n');
-    assert.ok(first.ms < 5000, `it exits without end(), after ${Math.round(first.ms)} ms`);
+    // 12 s: one cell, less the time the program took
+    assert.match(first.out, /^allowed, 4 left\nallowed, 3 left\nallowed, 2 left\nallowed, 1 left\nallowed, 0 left\ndenied, retry in 1[012] s\n$/);
+    assert.ok(first.ms < 9000, `it exits without end(), before the idle timeout of 10 s: after ${Math.round(first.ms)} ms`);
 
     const port = await new Promise((resolve) => {
       const s = require('node:net').createServer().listen(0, '127.0.0.1', () => {
@@ -152,9 +153,10 @@ test('README: the install line in an application\'s folder brings pg as a peer; 
       assert.deepEqual(await answers[0].json(), { signedIn: true, left: 4 });
       const denied = answers[5];
       assert.deepEqual(await denied.json(), { error: 'Too many requests, try again later' });
-      assert.equal(denied.headers.get('retry-after'), '12');
+      // one cell of each (9 s, 12 s), less the time the requests took
+      assert.match(denied.headers.get('retry-after'), /^1[012]$/);
       assert.equal(denied.headers.get('ratelimit-policy'), '"api";q=100;w=900, "login";q=5;w=60');
-      assert.equal(denied.headers.get('ratelimit'), '"api";r=94;t=9, "login";r=0;t=12');
+      assert.match(denied.headers.get('ratelimit'), /^"api";r=94;t=[7-9], "login";r=0;t=1[012]$/);
     } finally {
       server.kill();
     }
