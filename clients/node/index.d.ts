@@ -8,10 +8,18 @@ export interface Decision {
   allowed: boolean;
   /** requests of cost 1 left in the burst */
   remaining: number;
+  /** the burst (the limit per window) of the binding limit; null: a policy the client has not read */
+  limit: number | null;
   /** seconds; 0 when allowed; Infinity when never (cost > burst: rl_take's NULL) */
   retryAfter: number;
   /** seconds until the bucket is full again */
   resetAfter: number;
+  /** retryAfter in whole ms, rounded up; Infinity when never */
+  retryAfterMs: number;
+  /** resetAfter in whole ms, rounded up */
+  resetAfterMs: number;
+  /** when the bucket is full again: epoch ms, as Date.now() */
+  reset: number;
   source: Source;
 }
 
@@ -39,8 +47,22 @@ export interface Policy extends Limit {
   lockoutMaxMs: number | null;
 }
 
+/** A unit of a duration: ms, s, m, h, d, or their words (second, minutes, ...). */
+export type DurationUnit =
+  | 'ms' | 'msec' | 'millisecond' | 'milliseconds'
+  | 's' | 'sec' | 'secs' | 'second' | 'seconds'
+  | 'm' | 'min' | 'mins' | 'minute' | 'minutes'
+  | 'h' | 'hr' | 'hrs' | 'hour' | 'hours'
+  | 'd' | 'day' | 'days';
+/** A duration such as '1 m', '15 minutes' or '500ms'. */
+export type Duration = `${number} ${DurationUnit}` | `${number}${DurationUnit}`;
+
 export interface TakeOptions {
-  /** requests per second; with burst: the explicit form, without: the policy */
+  /** limit requests per windowMs (the burst is limit); with windowMs, in place of rate and burst */
+  limit?: number;
+  /** the window: ms, or a duration such as '1 m' */
+  windowMs?: number | Duration;
+  /** requests per second; with burst (rl_take's arguments). Without a limit: the policy */
   rate?: number;
   burst?: number;
   /** default 1; 0 peeks */
@@ -52,9 +74,19 @@ export interface Request extends TakeOptions {
   key: string;
 }
 
-/** Anything with a warn method: console, a pino or winston logger. */
+/** What a warning says, as fields: the limiter (or, on the summary line, how many are named) and why. */
+export interface WarningFields {
+  limiter?: string;
+  /** 'timeout' or 'error' */
+  reason: string;
+  detail: string;
+  backoffMs: number;
+  namedLimiters?: number;
+}
+
+/** Anything with warn(fields, message), in pino's order: a pino logger, or console. */
 export interface Logger {
-  warn(message: string): unknown;
+  warn(fields: WarningFields, message: string): unknown;
 }
 
 /** The subset of a pg client configuration the limiter passes on. */
@@ -88,7 +120,9 @@ export interface RateLimiterOptions {
   policyRefreshMs?: number;
   /** how long a cancel request may wait for the server: 10000 */
   cancelTimeoutMs?: number;
-  /** console by default */
+  /** an idle connection is closed after: 10000 */
+  idleTimeoutMs?: number;
+  /** the message to console.warn by default */
   logger?: Logger;
 }
 
@@ -108,13 +142,20 @@ export interface Stats {
 export const DEFAULTS: Readonly<Required<Omit<RateLimiterOptions, 'connectionString' | 'connection' | 'logger'>>>;
 
 /** Bad use: an argument the server refuses, or an error a retry cannot fix. */
-export class RateLimitError extends Error {
+export class RateLimitUsageError extends Error {
   /** the server's SQLSTATE: 22xxx, 42501 or 42704 */
   code: string;
   limiter: string | undefined;
   /** in a multi-limit call, the request at fault */
   index?: number;
+  /** pg's DatabaseError when the server refused; undefined when the client's own check did */
+  cause?: unknown;
 }
+
+/** @deprecated the name of 1.2: RateLimitUsageError, the same class */
+export const RateLimitError: typeof RateLimitUsageError;
+/** @deprecated the name of 1.2: RateLimitUsageError */
+export type RateLimitError = RateLimitUsageError;
 
 export class RateLimiter {
   constructor(options?: RateLimiterOptions);
@@ -147,10 +188,13 @@ export interface HttpRequest {
   rateLimit?: Decision | DecisionAll;
 }
 export interface HttpResponse {
+  headersSent: boolean;
   set(field: string | Record<string, string>, value?: string): unknown;
+  append(field: string, value: string): unknown;
   status(code: number): HttpResponse;
   type(type: string): HttpResponse;
   send(body: string): unknown;
+  json(body: unknown): unknown;
 }
 
 export interface LimitRequest extends TakeOptions {
@@ -159,7 +203,10 @@ export interface LimitRequest extends TakeOptions {
   key?: string;
 }
 
-export interface RateLimitOptions<Req extends HttpRequest = HttpRequest> extends TakeOptions {
+/** A denial's body: text (text/plain) or anything else (JSON). */
+export type DenialMessage<Req, Res> = unknown | ((req: Req, res: Res) => unknown | Promise<unknown>);
+
+export interface RateLimitOptions<Req extends HttpRequest = HttpRequest, Res extends HttpResponse = HttpResponse> extends TakeOptions {
   /** one limit: its limiter (with rate and burst, or its policy) */
   limiter?: string;
   /** several limits, all or nothing; ip is rl_ip_key of the client address */
@@ -170,8 +217,18 @@ export interface RateLimitOptions<Req extends HttpRequest = HttpRequest> extends
   header?: 'x-forwarded-for' | 'forwarded';
   /** IPv6 clients share a budget per prefix: 64 */
   ipv6Prefix?: number;
+  /** true: the request goes on undecided, without fields (a health check) */
+  skip?: (req: Req, res: Res) => boolean | Promise<boolean>;
+  /** a denial's status: 429 */
+  statusCode?: number;
+  /** a denial's body: 'Too many requests\n' */
+  message?: DenialMessage<Req, Res>;
+  /** answers a denial in place of statusCode and message; options: these, with their defaults */
+  handler?: (req: Req, res: Res, next: (err?: unknown) => void, options: RateLimitOptions<Req, Res>) => unknown;
+  /** the request's property that holds the decision: 'rateLimit' */
+  requestPropertyName?: string;
 }
 
-export function rateLimit<Req extends HttpRequest = HttpRequest>(
-  limiter: RateLimiter, options: RateLimitOptions<Req>,
-): (req: Req, res: HttpResponse, next: (err?: unknown) => void) => Promise<void>;
+export function rateLimit<Req extends HttpRequest = HttpRequest, Res extends HttpResponse = HttpResponse>(
+  limiter: RateLimiter, options: RateLimitOptions<Req, Res>,
+): (req: Req, res: Res, next: (err?: unknown) => void) => Promise<void>;

@@ -4,7 +4,7 @@
 //
 // How a decision is made:
 //  1. the arguments are checked as rl_take checks them; bad use is a thrown
-//     RateLimitError, never a decision;
+//     RateLimitUsageError, never a decision;
 //  2. while the database is in its backoff after a failure, the in-memory
 //     limiter decides (source 'fallback');
 //  3. the pre-check, a bucket of twice the burst counting this process's
@@ -23,10 +23,11 @@ const crypto = require('node:crypto');
 const gcra = require('./gcra');
 const { KeyTable } = require('./table');
 const { Pool, Timeout, within } = require('./pool');
+const { RateLimitUsageError } = require('./errors');
+const { hasLimit, rateAndBurst, INT32_MAX } = require('./limit');
 
 const PG_EPOCH_US = 946684800000000n;
 const MAX_REQUESTS = 16;
-const INT32_MAX = 2147483647;
 // limiters whose last warning time is remembered
 const MAX_WARNED_LIMITERS = 1024;
 
@@ -39,18 +40,11 @@ const DEFAULTS = {
   warningIntervalMs: 60000,
   policyRefreshMs: 10000,
   cancelTimeoutMs: 10000,
+  idleTimeoutMs: 10000,
 };
 
-// Bad use: an argument the server refuses, or an error a retry cannot fix.
-class RateLimitError extends Error {
-  constructor(message, code, limiter, index) {
-    super(message);
-    this.name = 'RateLimitError';
-    this.code = code;	// the server's SQLSTATE
-    this.limiter = limiter;
-    if (index !== undefined) this.index = index;
-  }
-}
+// logger's default: the message on the console, without the fields
+const CONSOLE = { warn: (fields, message) => console.warn(message) };
 
 // SQLSTATEs that say the call is wrong, not that the database is down.
 function isBadUse(code) {
@@ -60,6 +54,8 @@ function isBadUse(code) {
 const nowUs = () => process.hrtime.bigint() / 1000n;
 const wallUs = () => BigInt(Date.now()) * 1000n - PG_EPOCH_US;
 const seconds = (us) => Number(us) / 1e6;
+// seconds as whole ms, rounded up (a wait of retryAfterMs is long enough)
+const ceilMs = (s) => (Number.isFinite(s) ? Math.ceil(Math.round(s * 1e6) / 1000) : s);
 
 function quoteIdent(name) {
   return `"${name.replace(/"/g, '""')}".`;
@@ -67,19 +63,19 @@ function quoteIdent(name) {
 
 // limiter and key, in rl_take's order
 function checkName(value, what, limiter) {
-  if (value === null || value === undefined) throw new RateLimitError(`${what} must not be null`, '22004', limiter);
-  if (typeof value !== 'string') throw new RateLimitError(`${what} must be a string`, '22023', limiter);
+  if (value === null || value === undefined) throw new RateLimitUsageError(`${what} must not be null`, '22004', limiter);
+  if (typeof value !== 'string') throw new RateLimitUsageError(`${what} must be a string`, '22023', limiter);
   if (!value.isWellFormed() || value.includes('\0')) {
-    throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+    throw new RateLimitUsageError(`${what} must be valid UTF-8`, '22021', limiter);
   }
-  if (value === '') throw new RateLimitError(`${what} must not be empty`, '22023', limiter);
+  if (value === '') throw new RateLimitUsageError(`${what} must not be empty`, '22023', limiter);
 }
 
 function checkNames(limiter, key) {
   // the server refuses a bad encoding before it looks at any value
   for (const [v, what] of [[limiter, 'limiter'], [key, 'key']]) {
     if (typeof v === 'string' && (!v.isWellFormed() || v.includes('\0'))) {
-      throw new RateLimitError(`${what} must be valid UTF-8`, '22021', limiter);
+      throw new RateLimitUsageError(`${what} must be valid UTF-8`, '22021', limiter);
     }
   }
   checkName(limiter, 'limiter', limiter);
@@ -88,19 +84,19 @@ function checkNames(limiter, key) {
 
 function checkCost(cost, limiter) {
   if (!Number.isInteger(cost) || cost > INT32_MAX) {
-    throw new RateLimitError('cost must be an integer from 0 to 2147483647', '22023', limiter);
+    throw new RateLimitUsageError('cost must be an integer from 0 to 2147483647', '22023', limiter);
   }
-  if (cost < 0) throw new RateLimitError(gcra.ERRORS.bad_cost, '22023', limiter);
+  if (cost < 0) throw new RateLimitUsageError(gcra.ERRORS.bad_cost, '22023', limiter);
 }
 
 // The limit of an explicit call, checked as rl_take checks it.
 function checkLimit(limiter, rate, burst) {
-  if (typeof rate !== 'number') throw new RateLimitError(gcra.ERRORS.bad_rate, '22023', limiter);
+  if (typeof rate !== 'number') throw new RateLimitUsageError(gcra.ERRORS.bad_rate, '22023', limiter);
   if (!Number.isInteger(burst) || burst > INT32_MAX) {
-    throw new RateLimitError('burst must be an integer from 1 to 2147483647', '22023', limiter);
+    throw new RateLimitUsageError('burst must be an integer from 1 to 2147483647', '22023', limiter);
   }
   const { limit, error } = gcra.limitInit(rate, burst, wallUs(), gcra.PG_MAX_TIME_US);
-  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  if (error) throw new RateLimitUsageError(gcra.ERRORS[error], '22023', limiter);
   return limit;
 }
 
@@ -118,24 +114,29 @@ function policyOf([limiter, rate, burst, shadow, lockoutUs, lockoutGrowth, locko
   }];
 }
 
+// A decision of take: without takeAll's binding and limiter.
+const singleDecision = ({ allowed, remaining, limit, retryAfter, resetAfter, retryAfterMs, resetAfterMs, reset, source }) => (
+  { allowed, remaining, limit, retryAfter, resetAfter, retryAfterMs, resetAfterMs, reset, source });
+
 class RateLimiter {
   // options: connectionString or connection (a pg client config), and the
-  // DEFAULTS above; logger: an object with warn(message) (console).
+  // DEFAULTS above; logger: an object with warn(fields, message) (pino's
+  // order; by default the message goes to console.warn).
   constructor(options = {}) {
     const o = { ...DEFAULTS, ...options };
     for (const name of ['deadlineMs', 'backoffMs', 'poolSize', 'maxKeys', 'warningIntervalMs',
-      'policyRefreshMs', 'cancelTimeoutMs']) {
+      'policyRefreshMs', 'cancelTimeoutMs', 'idleTimeoutMs']) {
       if (!Number.isInteger(o[name]) || o[name] < 1) throw new RangeError(`${name} must be an integer of at least 1`);
     }
     if (o.schema !== null && (typeof o.schema !== 'string' || o.schema === '')) {
       throw new RangeError('schema must be a non-empty string or null');
     }
     this.options = o;
-    this.logger = o.logger ?? console;
+    this.logger = o.logger ?? CONSOLE;
     const config = { ...(o.connection ?? {}) };
     if (o.connectionString !== undefined) config.connectionString = o.connectionString;
     config.fallback_application_name = 'ratelimit_client';
-    this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs);
+    this.pool = new Pool(config, o.poolSize, o.cancelTimeoutMs, o.idleTimeoutMs);
     const s = o.schema === null ? '' : quoteIdent(o.schema);
     // rl_take_all_detail (ratelimit 1.2) answers rl_take_all's columns and each
     // request's own decision: its reset_after, in the order of the requests,
@@ -168,22 +169,22 @@ class RateLimiter {
       noRoom: 0, noPolicy: 0, policyReads: 0 };
   }
 
-  // The explicit form when rate and burst are given, else the policy form.
-  take(limiter, key, { rate, burst, cost = 1 } = {}) {
-    const byPolicy = rate === undefined && burst === undefined;
-    return this.decide(byPolicy ? 'policy' : 'take', [{ limiter, key, rate, burst, cost }])
-      .then(({ allowed, remaining, retryAfter, resetAfter, source }) => ({ allowed, remaining, retryAfter, resetAfter, source }));
+  // The explicit form when the options give a limit (rate and burst, or
+  // limit and windowMs), else the policy form.
+  take(limiter, key, { rate, burst, limit, windowMs, cost = 1 } = {}) {
+    const item = { limiter, key, rate, burst, limit, windowMs, cost };
+    return this.decide(hasLimit(item) ? 'take' : 'policy', [item]).then(singleDecision);
   }
 
-  // 1 to 16 requests { limiter, key, rate, burst, cost }, all or nothing;
-  // all with rate and burst (explicit) or all without (their policies).
+  // 1 to 16 requests { limiter, key, rate, burst | limit, windowMs, cost },
+  // all or nothing; all with a limit (explicit) or all without (their policies).
   takeAll(requests) {
     if (!Array.isArray(requests) || requests.length < 1 || requests.length > MAX_REQUESTS) {
-      return Promise.reject(new RateLimitError('requests must have 1 to 16 elements', '22023'));
+      return Promise.reject(new RateLimitUsageError('requests must have 1 to 16 elements', '22023'));
     }
-    const explicit = requests.filter((r) => r && (r.rate !== undefined || r.burst !== undefined)).length;
+    const explicit = requests.filter((r) => r && hasLimit(r)).length;
     if (explicit !== 0 && explicit !== requests.length) {
-      return Promise.reject(new RateLimitError(
+      return Promise.reject(new RateLimitUsageError(
         'requests must all give rate and burst, or none (their policies)', '22023'));
     }
     return this.decide(explicit ? 'all' : 'allPolicy',
@@ -256,10 +257,11 @@ class RateLimiter {
     const byPolicy = call === 'policy' || call === 'allPolicy';
     items.forEach((it, i) => {
       try {
-        if (it === null || typeof it !== 'object') throw new RateLimitError('a request must be an object', '22023');
+        if (it === null || typeof it !== 'object') throw new RateLimitUsageError('a request must be an object', '22023');
         checkNames(it.limiter, it.key);
         if (!byPolicy) {
-          it.limit = checkLimit(it.limiter, it.rate, it.burst);
+          ({ rate: it.rate, burst: it.burst } = rateAndBurst(it, it.limiter));
+          it.gcraLimit = checkLimit(it.limiter, it.rate, it.burst);
           it.known = true;
         }
         checkCost(it.cost, it.limiter);
@@ -270,7 +272,7 @@ class RateLimiter {
       it.id = this.identity(it.limiter, it.key);
       for (let j = 0; j < i; j++) {
         if (items[j].id === it.id) {
-          throw new RateLimitError('limiters and keys must not name the same pair twice', '22023', it.limiter, i);
+          throw new RateLimitUsageError('limiters and keys must not name the same pair twice', '22023', it.limiter, i);
         }
       }
     });
@@ -287,7 +289,7 @@ class RateLimiter {
         ({ limit } = gcra.lockoutInit(limit, p.lockoutUs, p.lockoutGrowth, p.lockoutMaxUs, wall, gcra.PG_MAX_TIME_US));
       }
       it.known = Boolean(limit);
-      if (limit) Object.assign(it, { limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
+      if (limit) Object.assign(it, { gcraLimit: limit, rate: p.rate, burst: p.burst, shadow: p.shadow });
     }
   }
 
@@ -310,7 +312,21 @@ class RateLimiter {
     this.failure = detail;
   }
 
+  // The decision of decideIn, with the limit (the binding request's burst;
+  // null for a policy the last read of rl_policies did not have) and ms:
+  // retryAfterMs, resetAfterMs, reset (the time the bucket is full again,
+  // in epoch ms).
   async decide(call, items) {
+    const d = await this.decideIn(call, items);
+    const binding = items[d.binding ?? 0];
+    d.limit = binding.known ? binding.burst : null;
+    d.retryAfterMs = ceilMs(d.retryAfter);
+    d.resetAfterMs = ceilMs(d.resetAfter);
+    d.reset = Date.now() + d.resetAfterMs;
+    return d;
+  }
+
+  async decideIn(call, items) {
     const byPolicy = call === 'policy' || call === 'allPolicy';
     this.checkItems(call, items);
     const deadline = performance.now() + this.options.deadlineMs;
@@ -362,10 +378,10 @@ class RateLimiter {
         }
         const e = this.table.get(it.id, now, true);
         if (e === null) return;
-        const us = d.resets[i] * 1e6 >= Number(it.limit.toleranceUs)
-          ? it.limit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
+        const us = d.resets[i] * 1e6 >= Number(it.gcraLimit.toleranceUs)
+          ? it.gcraLimit.toleranceUs : BigInt(Math.round(d.resets[i] * 1e6));
         const [lockUntilUs, lockUs] = this.lockLearned(items, it, i, d, e.memory, now);
-        this.table.set(e, 'memory', now + us, it.limit.intervalUs, lockUntilUs, lockUs);
+        this.table.set(e, 'memory', now + us, it.gcraLimit.intervalUs, lockUntilUs, lockUs);
       });
       delete d.resets;
       return d;
@@ -395,7 +411,7 @@ class RateLimiter {
     const running = memory.present && now < memory.lockUntilUs;
     if (!d.allowed && !answered) return [memory.lockUntilUs, memory.lockUs];
     if (it.shadow) return [memory.lockUntilUs, memory.lockUs];
-    if (!d.allowed && it.limit.lockoutUs > 0n && it.cost > 0 && it.cost <= it.burst && d.retryAfter !== Infinity) {
+    if (!d.allowed && it.gcraLimit.lockoutUs > 0n && it.cost > 0 && it.cost <= it.burst && d.retryAfter !== Infinity) {
       const remainder = BigInt(Math.round(d.retryAfter * 1e6));
       return [now + remainder, running ? memory.lockUs : remainder];
     }
@@ -469,7 +485,7 @@ class RateLimiter {
           const message = err.message;
           return {
             index: index >= 0 && index < 16 ? index : 0,
-            badUse: (limiter, i) => new RateLimitError(message, err.code, limiter, i),
+            badUse: (limiter, i) => new RateLimitUsageError(message, err.code, limiter, i, err),
             policies,
           };
         }
@@ -495,7 +511,7 @@ class RateLimiter {
     // the database's last answers, neither stored
     const last = (spend) => gcra.decideAll(known.map((it) => {
       const e = this.table.find(it.id);
-      return { limit: it.limit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
+      return { limit: it.gcraLimit, bucket: e ? { ...e.memory } : { present: false }, cost: spend ? it.cost : 0, shadow: it.shadow };
     }), now);
     const locked = this.lockedAnswer(items, known, last, now);
     if (locked) return locked;
@@ -540,7 +556,7 @@ class RateLimiter {
   lockedAnswer(items, known, last, now) {
     const isLocked = (it) => {
       const e = this.table.find(it.id);
-      return it.cost > 0 && !it.shadow && it.limit.lockoutUs > 0n && e !== null &&
+      return it.cost > 0 && !it.shadow && it.gcraLimit.lockoutUs > 0n && e !== null &&
         e.memory.present && now < e.memory.lockUntilUs;
     };
     if (!known.some(isLocked)) return null;
@@ -574,7 +590,7 @@ class RateLimiter {
         entries.push(e);
       }
       if (entries.length === items.length) {
-        const requests = items.map((it, i) => ({ limit: it.limit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
+        const requests = items.map((it, i) => ({ limit: it.gcraLimit, bucket: { ...entries[i].memory }, cost: it.cost, shadow: it.shadow }));
         const { combined, decisions } = gcra.decideAll(requests, now);
         decisions.forEach((dd, i) => {
           if (dd.store) {
@@ -617,6 +633,7 @@ class RateLimiter {
     const now = performance.now();
     const o = this.options;
     const why = () => `the database failed (${reason}: ${detail}); it is tried again at most every ${o.backoffMs} ms`;
+    const fields = { reason, detail, backoffMs: o.backoffMs };
     const limiters = items.length === 1 ? [items[0].limiter] : new Set(items.map((it) => it.limiter));
     for (const limiter of limiters) {
       const due = this.warned.get(limiter);
@@ -628,16 +645,17 @@ class RateLimiter {
         if (firstDue > now) {
           if (now < this.summaryDue) continue;
           this.summaryDue = now + o.warningIntervalMs;
-          this.logger.warn(`ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why()}; ` +
+          this.logger.warn({ ...fields, namedLimiters: MAX_WARNED_LIMITERS },
+            `ratelimit: more than ${MAX_WARNED_LIMITERS} limiters are decided in memory at the same limit: ${why()}; ` +
             `only ${MAX_WARNED_LIMITERS} are named, each at most once per ${o.warningIntervalMs} ms, and this line comes at most once per ${o.warningIntervalMs} ms`);
           continue;
         }
         this.warned.delete(first);
       }
       this.warned.set(limiter, now + o.warningIntervalMs);
-      this.logger.warn(`ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why()}`);
+      this.logger.warn({ ...fields, limiter }, `ratelimit: limiter "${limiter}" is decided in memory at the same limit: ${why()}`);
     }
   }
 }
 
-module.exports = { RateLimiter, RateLimitError, DEFAULTS };
+module.exports = { RateLimiter, DEFAULTS };

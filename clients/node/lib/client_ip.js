@@ -6,7 +6,7 @@
 // client wrote is not parsed.  Addresses are { v6, bytes } (16 bytes; IPv4
 // in the first four).
 
-const { RateLimitError } = require('./client');
+const { RateLimitUsageError } = require('./errors');
 
 const MAX_ENTRY_LEN = 64;
 const MAX_TRUSTED_HOPS = 64;
@@ -99,8 +99,8 @@ function maskBits(bytes, bits) {
 // One trusted "address[/prefix]", normalized as the server does; throws on
 // a range that is not one, or that would trust every client.
 function parseRange(text) {
-  const refuse = (why) => new RateLimitError(`trusted range "${text}" ${why}`, '22023');
-  if (text === null || text === undefined) throw new RateLimitError('trusted must not contain null', '22023');
+  const refuse = (why) => new RateLimitUsageError(`trusted range "${text}" ${why}`, '22023');
+  if (text === null || text === undefined) throw new RateLimitUsageError('trusted must not contain null', '22023');
   const s = String(text).trim();
   const slash = s.indexOf('/');
   const addrText = slash < 0 ? s : s.slice(0, slash);
@@ -139,7 +139,7 @@ function parseTrusted(trusted) {
   if (typeof trusted === 'string') {
     return new TrustList(trusted.trim() === '' ? [] : trusted.split(',').map(parseRange));
   }
-  if (!Array.isArray(trusted)) throw new RateLimitError('trusted must be an array of ranges or a string', '22023');
+  if (!Array.isArray(trusted)) throw new RateLimitUsageError('trusted must be an array of ranges or a string', '22023');
   return new TrustList(trusted.map(parseRange));
 }
 
@@ -284,7 +284,7 @@ function parseRemote(remote) {
   const slash = s.indexOf('/');
   const text = slash < 0 ? s : s.slice(0, slash);
   const a = text.includes(':') ? parseIpv6Zoned(text) : parseIpv4(text);
-  if (a === null) throw new RateLimitError(`remote "${s}" is not an IP address`, '22P02');
+  if (a === null) throw new RateLimitUsageError(`remote "${s}" is not an IP address`, '22P02');
   return unmap(a);
 }
 
@@ -341,7 +341,7 @@ function format(a) {
 // addresses inside its own prefix.
 function ipKey(ip, ipv6Prefix = 64) {
   if (!Number.isInteger(ipv6Prefix) || ipv6Prefix < 1 || ipv6Prefix > 128) {
-    throw new RateLimitError('ipv6_prefix must be between 1 and 128', '22023');
+    throw new RateLimitUsageError('ipv6_prefix must be between 1 and 128', '22023');
   }
   const a = parseRemote(ip);
   if (!a.v6) return format(a);

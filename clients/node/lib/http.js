@@ -6,15 +6,16 @@
 // far as trusted proxies wrote it).
 
 const gcra = require('./gcra');
-const { RateLimitError } = require('./client');
+const { RateLimitUsageError } = require('./errors');
 const { clientIp, clientIpForwarded, ipKey, parseTrusted } = require('./client_ip');
+const { hasLimit, rateAndBurst } = require('./limit');
 
 // Whole seconds, rounded up, of microseconds (BigInt).
 const ceilSeconds = (us) => (us + 999999n) / 1000000n;
 
 function sfString(limiter) {
   if (!/^[\x20-\x7e]+$/.test(limiter)) {
-    throw new RateLimitError('limiter must be printable ASCII to name an HTTP rate limit', '22023', limiter);
+    throw new RateLimitUsageError('limiter must be printable ASCII to name an HTTP rate limit', '22023', limiter);
   }
   return `"${limiter.replace(/["\\]/g, '\\$&')}"`;
 }
@@ -25,7 +26,7 @@ function rateLimitHeaders(d, limiter, rate, burst) {
   const name = sfString(limiter);
   const { limit, error } = gcra.limitInit(rate, burst, BigInt(Date.now()) * 1000n - 946684800000000n,
     gcra.PG_MAX_TIME_US);
-  if (error) throw new RateLimitError(gcra.ERRORS[error], '22023', limiter);
+  if (error) throw new RateLimitUsageError(gcra.ERRORS[error], '22023', limiter);
   const window = Math.max(1, Math.ceil(burst / rate));
   const fields = { 'RateLimit-Policy': `${name};q=${burst};w=${window}` };
   // seconds until the next cell is back: the debt modulo T, or T
@@ -45,22 +46,41 @@ function rateLimitHeaders(d, limiter, rate, burst) {
   return fields;
 }
 
-// rateLimit(limiter, options): Express middleware.  options: limiter, rate,
-// burst, cost (one limit), or limits: an array or (req, ip) => array of
-// { limiter, key, rate, burst, cost } (all or nothing); a request without a
-// key is keyed by the client address (rl_ip_key of it, IPv6 by ipv6Prefix).
-// trustedProxies: the proxies whose header is believed (none by default);
-// header: 'x-forwarded-for' (default) or 'forwarded' (RFC 7239).
+// rateLimit(limiter, options): Express middleware.  options: limiter, rate
+// and burst or limit and windowMs, cost (one limit), or limits: an array or
+// (req, ip) => array of such requests, each with its key (all or nothing);
+// a request without a key is keyed by the client address (rl_ip_key of it,
+// IPv6 by ipv6Prefix).  trustedProxies: the proxies whose header is
+// believed (none by default); header: 'x-forwarded-for' (default) or
+// 'forwarded' (RFC 7239).  The answer, as express-rate-limit's options say
+// it: skip(req, res), handler(req, res, next, options) or message (text, an
+// object sent as JSON, or (req, res) => either) with statusCode, and
+// requestPropertyName.
 function rateLimit(limiter, options = {}) {
   const trusted = parseTrusted(options.trustedProxies ?? null);
   const forwarded = (options.header ?? 'x-forwarded-for').toLowerCase() === 'forwarded';
   const ipv6Prefix = options.ipv6Prefix ?? 64;
   const single = options.limits === undefined
-    ? [{ limiter: options.limiter, rate: options.rate, burst: options.burst, cost: options.cost }] : null;
+    ? [{ limiter: options.limiter, rate: options.rate, burst: options.burst, limit: options.limit,
+      windowMs: options.windowMs, cost: options.cost }] : null;
   const limitsOf = typeof options.limits === 'function' ? options.limits : () => single ?? options.limits;
+  const used = {
+    ...options, statusCode: options.statusCode ?? 429, message: options.message ?? 'Too many requests\n',
+    requestPropertyName: options.requestPropertyName ?? 'rateLimit', handler: options.handler ?? sendDenial,
+  };
+  if (!Number.isInteger(used.statusCode) || used.statusCode < 100 || used.statusCode > 599) {
+    throw new RangeError('statusCode must be an HTTP status code, an integer from 100 to 599');
+  }
+  if (typeof used.requestPropertyName !== 'string' || used.requestPropertyName === '') {
+    throw new TypeError('requestPropertyName must be a non-empty string');
+  }
+  for (const name of ['handler', 'skip']) {
+    if (used[name] !== undefined && typeof used[name] !== 'function') throw new TypeError(`${name} must be a function`);
+  }
 
   return async function rateLimitMiddleware(req, res, next) {
     try {
+      if (used.skip && await used.skip(req, res)) return next();
       const header = req.headers[forwarded ? 'forwarded' : 'x-forwarded-for'] ?? null;
       const ip = (forwarded ? clientIpForwarded : clientIp)(req.socket.remoteAddress, header, trusted);
       const ipText = ip === null ? null : ipKey(ip, ipv6Prefix);
@@ -68,17 +88,38 @@ function rateLimit(limiter, options = {}) {
       const d = requests.length === 1 && options.limits === undefined
         ? { ...(await limiter.take(requests[0].limiter, requests[0].key, requests[0])), binding: 0 }
         : await limiter.takeAll(requests);
-      req.rateLimit = d;
-      const binding = requests[d.binding];
-      const limit = binding.rate !== undefined ? binding : limiter.policy(binding.limiter);
-      if (limit) res.set(rateLimitHeaders(d, binding.limiter, limit.rate, limit.burst));
-      else if (!d.allowed && Number.isFinite(d.retryAfter)) res.set('Retry-After', String(Math.ceil(d.retryAfter)));
+      req[used.requestPropertyName] = d;
+      // an answer already on its way takes no more fields
+      if (!res.headersSent) setFields(res, d, requests[d.binding], limiter);
       if (d.allowed) return next();
-      return res.status(429).type('text/plain').send('Too many requests\n');
+      return await used.handler(req, res, next, used);
     } catch (err) {
       return next(err);
     }
   };
+}
+
+// The RateLimit fields of decision d of request binding, appended after
+// those of any limiter before, so that each one reports; Retry-After of a
+// denial (it ends the answer: no other limiter follows).
+function setFields(res, d, binding, limiter) {
+  const limit = hasLimit(binding) ? rateAndBurst(binding, binding.limiter) : limiter.policy(binding.limiter);
+  if (limit) {
+    const fields = rateLimitHeaders(d, binding.limiter, limit.rate, limit.burst);
+    res.append('RateLimit-Policy', fields['RateLimit-Policy']);
+    res.append('RateLimit', fields.RateLimit);
+    if (fields['Retry-After'] !== undefined) res.set('Retry-After', fields['Retry-After']);
+  } else if (!d.allowed && Number.isFinite(d.retryAfter)) res.set('Retry-After', String(Math.ceil(d.retryAfter)));
+}
+
+// handler's default: statusCode with message, text as text/plain and
+// anything else as JSON; nothing when an answer is already on its way.
+async function sendDenial(req, res, next, options) {
+  if (res.headersSent) return;
+  const body = typeof options.message === 'function' ? await options.message(req, res) : options.message;
+  res.status(options.statusCode);
+  if (typeof body === 'string') res.type('text/plain').send(body);
+  else res.json(body);
 }
 
 module.exports = { rateLimit, rateLimitHeaders };

@@ -6,7 +6,9 @@
 // before it is closed (in that order: PgBouncer forgets a client's cancel
 // key when the client goes).  A cancel request that is lost (a stalled
 // server, a proxy that swallows it) costs one socket for cancelMs, never a
-// pool slot.
+// pool slot.  An idle connection holds the process up for nothing: its
+// socket is unref'd (a script that never calls end() exits), and it is
+// closed after idleMs.
 
 const net = require('node:net');
 const pg = require('pg');
@@ -67,11 +69,45 @@ function cancelAndClose(client, cancelMs) {
   });
 }
 
+// An idle connection: unref'd, so that the process may exit while it
+// waits, and closed (close) after idleMs.
+function park(client, idleMs, close) {
+  const stream = client.connection && client.connection.stream;
+  if (stream) stream.unref();
+  client.rlIdleTimer = setTimeout(close, idleMs);
+  client.rlIdleTimer.unref();
+}
+
+// The connection in use again: it holds the process up, no idle timer.
+function unpark(client) {
+  clearTimeout(client.rlIdleTimer);
+  const stream = client.connection && client.connection.stream;
+  if (stream) stream.ref();
+}
+
+function drop(client) {
+  clearTimeout(client.rlIdleTimer);
+  destroy(client);
+}
+
+// Close an idle connection as a client that says goodbye (Terminate); its
+// socket is destroyed when the server has seen it go, or after waitMs (a
+// frozen server never answers).
+function closeIdle(client, waitMs) {
+  const timer = setTimeout(() => destroy(client), waitMs);
+  timer.unref();
+  client.end().catch(() => {}).finally(() => {
+    clearTimeout(timer);
+    destroy(client);
+  });
+}
+
 class Pool {
-  constructor(config, size, cancelMs) {
+  constructor(config, size, cancelMs, idleMs) {
     this.config = config;
     this.size = size;
     this.cancelMs = cancelMs;
+    this.idleMs = idleMs;
     this.idle = [];
     this.busy = 0;
     this.waiters = [];
@@ -81,11 +117,13 @@ class Pool {
   // A slot { client } (client null: connect it) within the deadline, or null.
   acquire(deadline) {
     // one the server closed while idle (a restart) is dropped, not used
-    for (const c of this.idle.filter((c) => c.rlBroken)) destroy(c);
+    for (const c of this.idle.filter((c) => c.rlBroken)) drop(c);
     this.idle = this.idle.filter((c) => !c.rlBroken);
     if (this.idle.length > 0) {
       this.busy++;
-      return Promise.resolve({ client: this.idle.pop() });
+      const client = this.idle.pop();
+      unpark(client);
+      return Promise.resolve({ client });
     }
     if (this.busy < this.size) {
       this.busy++;
@@ -126,7 +164,7 @@ class Pool {
       if (inFlight) cancelAndClose(client, this.cancelMs);
       else destroy(client);
     }
-    if (broken) for (const c of this.idle.splice(0)) destroy(c);
+    if (broken) for (const c of this.idle.splice(0)) drop(c);
     const kept = keep && !this.ended ? client : null;
     const waiter = this.waiters.shift();
     if (waiter !== undefined) {
@@ -135,7 +173,12 @@ class Pool {
       return;
     }
     this.busy--;
-    if (kept !== null) this.idle.push(kept);
+    if (kept === null) return;
+    this.idle.push(kept);
+    park(kept, this.idleMs, () => {
+      this.idle.splice(this.idle.indexOf(kept), 1);
+      closeIdle(kept, this.cancelMs);
+    });
   }
 
   // Close the idle connections, waiting at most waitMs for the server to
@@ -145,12 +188,13 @@ class Pool {
     this.ended = true;
     const idle = this.idle.splice(0);
     let timer;
+    idle.forEach(unpark);
     await Promise.race([
       Promise.all(idle.map((c) => c.end().catch(() => {}))),
       new Promise((resolve) => { timer = setTimeout(resolve, waitMs); }),
     ]);
     clearTimeout(timer);
-    idle.forEach(destroy);
+    idle.forEach(drop);
   }
 }
 

@@ -60,10 +60,16 @@ function freeze(name) {
   }
 }
 
-// The warnings a limiter logs.
+// The warnings a limiter logs: their messages, and their fields.
 function logger() {
   const lines = [];
-  return { lines, warn: (m) => lines.push(m) };
+  const fields = [];
+  return {
+    lines, fields, warn: (f, m) => {
+      fields.push(f);
+      lines.push(m);
+    },
+  };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

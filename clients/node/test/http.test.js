@@ -95,3 +95,108 @@ test('middleware: bad use goes to the error handler, never an answer', { skip: h
   }
 });
 
+
+test('middleware: message as JSON or text with statusCode, or a handler; the decision under requestPropertyName', { skip: h.skip }, async () => {
+  const rl = new RateLimiter({ connection: h.connection('table') });
+  const app = express();
+  const ok = (req, res) => res.send('ok\n');
+  const hour = { limit: 1, windowMs: '1 h' };
+  app.post('/json', rateLimit(rl, { limiter: h.name('json'), ...hour, message: { error: 'too many' }, statusCode: 503 }), ok);
+  app.post('/text', rateLimit(rl, { limiter: h.name('text'), ...hour, message: 'Slow down\n' }), ok);
+  app.post('/fn', rateLimit(rl, {
+    limiter: h.name('fn'), ...hour, message: async (req) => ({ retryAfterMs: req.rateLimit.retryAfterMs }),
+  }), ok);
+  app.post('/handler', rateLimit(rl, {
+    limiter: h.name('handler'), ...hour, requestPropertyName: 'limited', statusCode: 420,
+    handler: (req, res, next, options) => res.status(options.statusCode)
+      .json({ remaining: req.limited.remaining, limit: req.limited.limit, rateLimit: req.rateLimit ?? null }),
+  }), (req, res) => res.send(`ok ${req.limited.remaining} ${req.rateLimit === undefined}\n`));
+  const srv = await serve(app);
+  try {
+    const twice = async (route) => [await post(`${srv.url}${route}`), await post(`${srv.url}${route}`)];
+    const [, json] = await twice('/json');
+    assert.equal(json.status, 503);
+    assert.match(json.headers.get('content-type'), /^application\/json/);
+    assert.deepEqual(await json.json(), { error: 'too many' });
+    assert.match(json.headers.get('ratelimit'), /;r=0;t=(3599|3600)$/, 'the fields as before');
+    assert.match(json.headers.get('retry-after'), /^(3599|3600)$/);
+    const [, text] = await twice('/text');
+    assert.deepEqual([text.status, text.headers.get('content-type'), await text.text()], [429, 'text/plain; charset=utf-8', 'Slow down\n']);
+    const [, fn] = await twice('/fn');
+    const body = await fn.json();
+    assert.equal(fn.status, 429);
+    assert.ok(body.retryAfterMs > 3590000 && body.retryAfterMs <= 3600000, `message(req) sees the decision: ${body.retryAfterMs}`);
+    const [first, handled] = await twice('/handler');
+    assert.equal(await first.text(), 'ok 0 true\n', 'the decision is req.limited, not req.rateLimit');
+    assert.equal(handled.status, 420);
+    assert.deepEqual(await handled.json(), { remaining: 0, limit: 1, rateLimit: null });
+  } finally {
+    await srv.close();
+    await rl.end();
+  }
+});
+
+test('middleware: skip(req, res) lets a request through undecided, without fields; bad options are refused at once', { skip: h.skip }, async () => {
+  const rl = new RateLimiter({ connection: h.connection('table') });
+  const limiter = h.name('skip');
+  const app = express();
+  app.use(rateLimit(rl, { limiter, limit: 1, windowMs: 3600000, skip: async (req) => req.path === '/health' }));
+  app.get('/health', (req, res) => res.send(`healthy ${req.rateLimit === undefined}\n`));
+  app.get('/work', (req, res) => res.send('ok\n'));
+  const srv = await serve(app);
+  try {
+    for (let i = 0; i < 3; i++) {
+      const r = await fetch(`${srv.url}/health`);
+      assert.deepEqual([r.status, r.headers.get('ratelimit'), await r.text()], [200, null, 'healthy true\n'], `health check ${i + 1}`);
+    }
+    const [bucket] = await h.sql('table', 'SELECT remaining FROM rl_take($1, $2, $3, 1, 0)', [limiter, '127.0.0.1', 1 / 3600]);
+    assert.equal(bucket.remaining, 1, 'the skipped requests spent nothing');
+    assert.deepEqual([(await fetch(`${srv.url}/work`)).status, (await fetch(`${srv.url}/work`)).status], [200, 429]);
+  } finally {
+    await srv.close();
+    await rl.end();
+  }
+  assert.throws(() => rateLimit(rl, { limiter, statusCode: 42 }), RangeError);
+  assert.throws(() => rateLimit(rl, { limiter, skip: true }), TypeError);
+  assert.throws(() => rateLimit(rl, { limiter, handler: 'send' }), TypeError);
+  assert.throws(() => rateLimit(rl, { limiter, requestPropertyName: '' }), TypeError);
+});
+
+test('middleware: a global and a route limiter both report their RateLimit fields; an answer already sent takes none', { skip: h.skip }, async () => {
+  const rl = new RateLimiter({ connection: h.connection('table') });
+  const global = h.name('global');
+  const route = h.name('route');
+  const late = h.name('late');
+  const errors = [];
+  const app = express();
+  app.use(rateLimit(rl, { limiter: global, limit: 100, windowMs: '100 s' }));
+  app.get('/route', rateLimit(rl, { limiter: route, limit: 2, windowMs: '2 s' }), (req, res) => res.send('ok\n'));
+  // a handler that answers, then passes the request on to a limiter
+  app.get('/late', (req, res, next) => { res.send('early\n'); next(); },
+    rateLimit(rl, { limiter: late, limit: 1, windowMs: '1 h' }), (req, res) => { req.reached = true; });
+  app.use((err, req, res, next) => { errors.push(err); next(err); });
+  const srv = await serve(app);
+  try {
+    const r = await fetch(`${srv.url}/route`);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('ratelimit-policy'), `"${global}";q=100;w=100, "${route}";q=2;w=2`);
+    assert.equal(r.headers.get('ratelimit'), `"${global}";r=99;t=1, "${route}";r=1;t=1`);
+    await fetch(`${srv.url}/route`);
+    const denied = await fetch(`${srv.url}/route`);
+    assert.equal(denied.status, 429);
+    assert.equal(denied.headers.get('ratelimit'), `"${global}";r=97;t=1, "${route}";r=0;t=1`);
+    assert.equal(denied.headers.get('retry-after'), '1');
+    for (let i = 0; i < 2; i++) {
+      const early = await fetch(`${srv.url}/late`);
+      assert.deepEqual([early.status, await early.text()], [200, 'early\n']);
+      assert.equal(early.headers.get('ratelimit'), `"${global}";r=${96 - i};t=1`, 'only the fields written before the answer');
+    }
+    await h.sleep(100);
+    assert.deepEqual(errors, [], 'no error for fields after the answer, allowed or denied');
+    const [bucket] = await h.sql('table', 'SELECT remaining FROM rl_take($1, $2, $3, 1, 0)', [late, '127.0.0.1', 1 / 3600]);
+    assert.equal(bucket.remaining, 0, 'the late limiter still decided');
+  } finally {
+    await srv.close();
+    await rl.end();
+  }
+});

@@ -86,6 +86,9 @@ test('stopped server: in memory within the deadline from the last answer, one wa
     assert.equal(log.lines.filter((l) => l.includes(`"${policy}"`)).length, 1, 'one for the policy');
     assert.equal(log.lines.length, 4);
     assert.match(log.lines[0], /is decided in memory at the same limit: the database failed \(error: .*\); it is tried again at most every 500 ms/);
+    // the same as fields, for a structured logger (pino's order: fields, message)
+    assert.deepEqual(log.fields[0], { reason: 'error', detail: log.fields[0].detail, backoffMs: 500, limiter });
+    assert.ok(log.fields[0].detail && log.lines[0].includes(`(error: ${log.fields[0].detail})`), log.fields[0].detail);
   } finally {
     h.start('outage');
   }
@@ -229,6 +232,8 @@ test('warnings: at most one per limiter per interval; past 1024 limiters one sum
   assert.equal(named.length, 1024);
   assert.equal(new Set(named).size, 1024, 'no limiter named twice');
   assert.equal(log.lines.length, 1025);
+  assert.deepEqual(Object.keys(log.fields[1024]).sort(), ['backoffMs', 'detail', 'namedLimiters', 'reason']);
+  assert.equal(log.fields[1024].namedLimiters, 1024);
   assert.match(log.lines[1024], /^ratelimit: more than 1024 limiters are decided in memory at the same limit: .*; only 1024 are named, each at most once per 60000 ms/);
   await round();
   assert.equal(log.lines.length, 1025, 'within the interval: not one more line');
