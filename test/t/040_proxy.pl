@@ -548,5 +548,30 @@ SKIP:
 		'600000000|t|t', '... stays after the refund, which gave the cell back');
 }
 
+# Durable limits (1.3) are the shards' too: a durable policy on the shards
+# decides in each shard's rl_buckets_durable, through the proxy unchanged.
+SKIP:
+{
+	skip 'the shards lack the 1.3 durable limits', 5
+	  unless $shards[0]->safe_psql('postgres',
+		q{SELECT to_regclass('rl_buckets_durable') IS NOT NULL}) eq 't';
+	$_->safe_psql('postgres', q{
+		INSERT INTO rl_policies (limiter, rate, burst, durable) VALUES ('kept', 1.0 / 86400, 2, true)})
+	  for @shards;
+	my ($k0) = keys_on(1, 'kept', 0);
+	my ($k1) = keys_on(1, 'kept', 1);
+	is(proxy("SET ROLE app; SELECT durable FROM rl_policies WHERE limiter = 'kept'"), 't',
+		'rl_policies on the proxy says which policies are durable');
+	is(join(' ', map { proxy("SET ROLE app; SELECT allowed FROM rl_take('kept', '$_', 2)") } ($k0, $k0)),
+		't f', 'a durable limiter through the proxy: its burst, then denied');
+	is($shards[0]->safe_psql('postgres',
+			"SELECT store, (SELECT count(*) FROM rl_buckets_durable) FROM rl_inspect('kept', '$k0')"),
+		'durable|1', '... decided in its shard\'s rl_buckets_durable');
+	is(proxy("SET ROLE app; SELECT allowed, limiter FROM rl_take_all('{kept,kept}', '{$k1,$k0}')"),
+		'f|kept', 'a cross-shard rl_take_all denied by the spent durable key');
+	is($shards[1]->safe_psql('postgres', "SELECT (rl_take('kept', '$k1', 0)).remaining"),
+		'2', '... and nothing of the other shard\'s durable key spent');
+}
+
 $_->stop for ($proxy, $single, @shards);
 done_testing();
