@@ -45,8 +45,8 @@ like($fresh, qr/^function rl_take_all\(text\[\],text\[\],integer\[\]\)/m,
 	'the description lists the functions');
 like($fresh, qr/^function rl_take_at\(text,text,integer,timestamp with time zone\) .* lang plproxy /m,
 	'the policy form of rl_take_at (1.3), proxied');
-like($fresh, qr/^relation rl_policies kind v .* columns \(limiter text, rate double precision, burst integer, shadow boolean, lockout interval, lockout_growth double precision, lockout_max interval\)/m,
-	'and the view rl_policies with the lockout columns');
+like($fresh, qr/^relation rl_policies kind v .* columns \(limiter text, rate double precision, burst integer, shadow boolean, lockout interval, lockout_growth double precision, lockout_max interval, durable boolean\)/m,
+	'and the view rl_policies with the lockout and durable columns');
 for my $i (0 .. $#released)
 {
 	is($node->safe_psql($upgraded[$i], $describe), $fresh,
