@@ -1387,8 +1387,8 @@ AS $$
 DECLARE
 	l @extschema@.rl_sql_limit;
 BEGIN
-	PERFORM @extschema@.rl_sql_require(d, 'd');
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	-- a bad decision or name is refused before the policy is looked up
+	PERFORM @extschema@.rl_sql_headers(d, limiter, 1, GREATEST(d.remaining, 1));
 	l := @extschema@.rl_sql_policy(limiter, 0, @extschema@.rl_sql_now());
 	RETURN @extschema@.rl_sql_headers(d, limiter, l.rate, l.burst);
 END
