@@ -1425,6 +1425,481 @@ $script$);
 
 CALL pg_temp.rl_sql_run($script$
 
+-- Client addresses (src/forwarded_parse.c) --------------------------------
+
+-- IPv4-mapped IPv6 (::ffff:a.b.c.d) as IPv4, judged by its bits; any
+-- netmask dropped
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_unmap(ip inet)
+RETURNS inet
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+	SELECT CASE WHEN pg_catalog.host(ip)::inet OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::inet
+		   THEN '0.0.0.0'::inet OPERATOR(pg_catalog.+)
+				(pg_catalog.host(ip)::inet OPERATOR(pg_catalog.-) '::ffff:0.0.0.0'::inet)
+		   ELSE pg_catalog.host(ip)::inet END
+$$;
+
+-- One node of a header as an address, or NULL when malformed: IPv4 as four
+-- decimal octets without leading zeros with an optional ":port"; "[IPv6]"
+-- with an optional ":port"; bare IPv6 (no port) where bare_ipv6 allows it.
+-- IPv6 is RFC 4291 text with at most one "::", optionally ending in dotted
+-- IPv4, with an optional "%zone" of unreserved characters, which is dropped.
+-- The unspecified addresses are malformed.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_node(node text, bare_ipv6 boolean)
+RETURNS inet
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+	ipv4 constant text := '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}';
+	port constant text := '([1-9][0-9]{0,4})';
+	h16 constant text := '[0-9A-Fa-f]{1,4}';
+	address text;
+	port_text text;
+	parts text[];
+	groups integer;
+	ip inet;
+BEGIN
+	IF node OPERATOR(pg_catalog.=) '' OR pg_catalog.octet_length(node) OPERATOR(pg_catalog.>) 64 THEN
+		RETURN NULL;
+	END IF;
+	IF pg_catalog.left(node, 1) OPERATOR(pg_catalog.=) '[' THEN
+		parts := pg_catalog.regexp_match(node, '^\[([^]]*)\](:(.*))?$');
+		IF parts IS NULL THEN
+			RETURN NULL;
+		END IF;
+		address := parts[1];
+		port_text := parts[3];
+		IF parts[2] IS NOT NULL AND port_text IS NULL THEN
+			RETURN NULL;
+		END IF;
+	ELSIF node OPERATOR(pg_catalog.~) ('^' OPERATOR(pg_catalog.||) ipv4 OPERATOR(pg_catalog.||) '(:|$)') THEN
+		parts := pg_catalog.regexp_match(node, '^([^:]*)(:(.*))?$');
+		IF parts[2] IS NOT NULL AND NOT parts[3] OPERATOR(pg_catalog.~) ('^' OPERATOR(pg_catalog.||) port OPERATOR(pg_catalog.||) '$') THEN
+			RETURN NULL;
+		END IF;
+		IF parts[2] IS NOT NULL AND parts[3]::integer OPERATOR(pg_catalog.>) 65535 THEN
+			RETURN NULL;
+		END IF;
+		ip := parts[1]::inet;
+		RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '0.0.0.0'::inet THEN ip END;
+	ELSIF bare_ipv6 THEN
+		address := node;
+	ELSE
+		RETURN NULL;
+	END IF;
+	IF port_text IS NOT NULL AND (NOT port_text OPERATOR(pg_catalog.~) ('^' OPERATOR(pg_catalog.||) port OPERATOR(pg_catalog.||) '$')
+								  OR port_text::integer OPERATOR(pg_catalog.>) 65535) THEN
+		RETURN NULL;
+	END IF;
+	-- the zone
+	IF pg_catalog.strpos(address, '%') OPERATOR(pg_catalog.>) 0 THEN
+		IF NOT pg_catalog.substr(address, pg_catalog.strpos(address, '%') OPERATOR(pg_catalog.+) 1)
+			OPERATOR(pg_catalog.~) '^[A-Za-z0-9._~-]+$' THEN
+			RETURN NULL;
+		END IF;
+		address := pg_catalog.left(address, pg_catalog.strpos(address, '%') OPERATOR(pg_catalog.-) 1);
+	END IF;
+	-- eight groups, or fewer around one "::"; a dotted IPv4 ends it as two
+	parts := pg_catalog.regexp_match(address, '^(.*?)::(.*)$');
+	IF parts IS NULL THEN
+		IF NOT address OPERATOR(pg_catalog.~) ('^(' OPERATOR(pg_catalog.||) h16 OPERATOR(pg_catalog.||) ':){6}(' OPERATOR(pg_catalog.||) h16
+				OPERATOR(pg_catalog.||) ':' OPERATOR(pg_catalog.||) h16 OPERATOR(pg_catalog.||) '|' OPERATOR(pg_catalog.||) ipv4 OPERATOR(pg_catalog.||) ')$') THEN
+			RETURN NULL;
+		END IF;
+	ELSE
+		IF NOT parts[1] OPERATOR(pg_catalog.~) ('^(' OPERATOR(pg_catalog.||) h16 OPERATOR(pg_catalog.||) '(:' OPERATOR(pg_catalog.||) h16 OPERATOR(pg_catalog.||) ')*)?$')
+			OR NOT parts[2] OPERATOR(pg_catalog.~) ('^((' OPERATOR(pg_catalog.||) h16 OPERATOR(pg_catalog.||) ':)*(' OPERATOR(pg_catalog.||) h16
+				OPERATOR(pg_catalog.||) '|' OPERATOR(pg_catalog.||) ipv4 OPERATOR(pg_catalog.||) '))?$') THEN
+			RETURN NULL;
+		END IF;
+		groups := pg_catalog.array_length(pg_catalog.regexp_split_to_array(parts[1], ':'), 1)
+			OPERATOR(pg_catalog.+) pg_catalog.array_length(pg_catalog.regexp_split_to_array(parts[2], ':'), 1)
+			OPERATOR(pg_catalog.+) CASE WHEN parts[2] OPERATOR(pg_catalog.~) '\.' THEN 1 ELSE 0 END
+			OPERATOR(pg_catalog.-) CASE WHEN parts[1] OPERATOR(pg_catalog.=) '' THEN 1 ELSE 0 END
+			OPERATOR(pg_catalog.-) CASE WHEN parts[2] OPERATOR(pg_catalog.=) '' THEN 1 ELSE 0 END;
+		IF groups OPERATOR(pg_catalog.>) 7 THEN
+			RETURN NULL;
+		END IF;
+	END IF;
+	ip := @extschema@.rl_sql_unmap(address::inet);
+	RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '::'::inet AND ip OPERATOR(pg_catalog.<>) '0.0.0.0'::inet
+		   THEN ip END;
+END
+$$;
+
+-- trusted as normalised ranges: a range inside ::ffff:0:0/96 with a prefix
+-- of 96 or more is the IPv4 range it maps; refused: a NULL element, /0 in
+-- either family, and an IPv6 range that covers all of ::ffff:0:0/96
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted(trusted cidr[])
+RETURNS inet[]
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+	range cidr;
+	ranges inet[] := '{}';
+	why text;
+BEGIN
+	IF trusted IS NULL THEN
+		RETURN ranges;
+	END IF;
+	FOREACH range IN ARRAY trusted LOOP
+		IF range IS NULL THEN
+			RAISE EXCEPTION 'trusted must not contain NULL' USING ERRCODE = '22023';
+		END IF;
+		why := CASE
+			WHEN pg_catalog.masklen(range) OPERATOR(pg_catalog.=) 0
+			THEN 'has a prefix length of 0, which would trust every address'
+			WHEN pg_catalog.family(range) OPERATOR(pg_catalog.=) 6 AND pg_catalog.masklen(range) OPERATOR(pg_catalog.<=) 96
+				 AND '::ffff:0:0/96'::cidr OPERATOR(pg_catalog.<<=) range
+			THEN 'covers all of ::ffff:0:0/96, which would trust every IPv4 address' END;
+		IF why IS NOT NULL THEN
+			RAISE EXCEPTION 'trusted must not contain %', range USING ERRCODE = '22023',
+				DETAIL = pg_catalog.format('%s %s.', range, why),
+				HINT = 'Name only your own proxies.';
+		END IF;
+		IF pg_catalog.family(range) OPERATOR(pg_catalog.=) 6 AND range OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::cidr THEN
+			ranges := ranges OPERATOR(pg_catalog.||) pg_catalog.set_masklen(@extschema@.rl_sql_unmap(range),
+				pg_catalog.masklen(range) OPERATOR(pg_catalog.-) 96);
+		ELSE
+			ranges := ranges OPERATOR(pg_catalog.||) range::inet;
+		END IF;
+	END LOOP;
+	RETURN ranges;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_is_trusted(ip inet, ranges inet[])
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+	SELECT EXISTS (SELECT FROM pg_catalog.unnest(ranges) AS r(range)
+				   WHERE pg_catalog.family(r.range) OPERATOR(pg_catalog.=) pg_catalog.family(ip)
+					 AND ip OPERATOR(pg_catalog.<<=) r.range)
+$$;
+
+-- The next node of header from the right, before byte unread (0-based, as
+-- a length): step 'end', 'node' or 'malformed'; after anything but a node
+-- nothing more is read.  X-Forwarded-For: comma-separated entries, trimmed
+-- of spaces and tabs, empty ones skipped.  Forwarded (RFC 7239): elements
+-- of name=value pairs (a token or a quoted-string) separated by ";",
+-- elements by ","; spaces and tabs around those, not around "="; an element
+-- with not exactly one for=, or any syntax error, is malformed.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_next_node(forwarded boolean, header bytea,
+														   INOUT unread integer,
+														   OUT step text, OUT node inet)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+	pos integer := unread;
+	stop integer;
+	start integer;
+	c integer;
+	value_start integer;
+	value_end integer;
+	name_end integer;
+	quoted boolean;
+	empty boolean;
+	have_for boolean;
+	for_quoted boolean;
+	for_start integer;
+	for_end integer;
+	slashes integer;
+	closing boolean;
+	text_of_node text;
+BEGIN
+	step := 'malformed';
+	unread := 0;
+	LOOP
+		-- white space left of pos
+		WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) ANY ('{32,9}') LOOP
+			pos := pos OPERATOR(pg_catalog.-) 1;
+		END LOOP;
+		IF pos OPERATOR(pg_catalog.=) 0 THEN
+			step := 'end';
+			RETURN;
+		END IF;
+		IF NOT forwarded THEN
+			IF pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) 44 THEN
+				pos := pos OPERATOR(pg_catalog.-) 1;
+				CONTINUE;
+			END IF;
+			stop := pos;
+			start := pos;
+			WHILE start OPERATOR(pg_catalog.>) 0
+				  AND NOT pg_catalog.get_byte(header, start OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) ANY ('{44,32,9}') LOOP
+				IF stop OPERATOR(pg_catalog.-) start OPERATOR(pg_catalog.=) 64 THEN
+					RETURN;
+				END IF;
+				start := start OPERATOR(pg_catalog.-) 1;
+			END LOOP;
+			-- white space left of the entry must reach a comma or the start
+			pos := start;
+			WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) ANY ('{32,9}') LOOP
+				pos := pos OPERATOR(pg_catalog.-) 1;
+			END LOOP;
+			IF pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.<>) 44 THEN
+				RETURN;
+			END IF;
+			for_start := start;
+			for_end := stop;
+			unread := GREATEST(pos OPERATOR(pg_catalog.-) 1, 0);
+			EXIT;
+		END IF;
+
+		empty := true;
+		have_for := false;
+		for_quoted := false;
+		-- the pairs of this element, from the right
+		WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.<>) 44 LOOP
+			empty := false;
+			IF pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.<>) 59 THEN
+				value_end := pos;
+				quoted := pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) 34;
+				IF quoted THEN
+					-- the opening quote: one preceded by an even number of
+					-- backslashes; control characters are never allowed
+					pos := pos OPERATOR(pg_catalog.-) 1;
+					closing := true;
+					LOOP
+						c := pg_catalog.get_byte(header, pos);
+						IF c OPERATOR(pg_catalog.=) 34 THEN
+							slashes := 0;
+							WHILE slashes OPERATOR(pg_catalog.<) pos
+								  AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.-) slashes) OPERATOR(pg_catalog.=) 92 LOOP
+								slashes := slashes OPERATOR(pg_catalog.+) 1;
+							END LOOP;
+							IF slashes OPERATOR(pg_catalog.%) 2 OPERATOR(pg_catalog.=) 0 THEN
+								EXIT WHEN NOT closing;
+							ELSIF closing THEN
+								RETURN;
+							END IF;
+							closing := false;
+						ELSIF (c OPERATOR(pg_catalog.<) 32 AND c OPERATOR(pg_catalog.<>) 9) OR c OPERATOR(pg_catalog.=) 127 THEN
+							RETURN;
+						END IF;
+						IF pos OPERATOR(pg_catalog.=) 0 THEN
+							RETURN;
+						END IF;
+						pos := pos OPERATOR(pg_catalog.-) 1;
+					END LOOP;
+					value_start := pos OPERATOR(pg_catalog.+) 1;
+					value_end := value_end OPERATOR(pg_catalog.-) 1;
+				ELSE
+					WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.chr(pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1))
+						  OPERATOR(pg_catalog.~) '^[A-Za-z0-9!#$%&''*+.^_`|~-]$' LOOP
+						pos := pos OPERATOR(pg_catalog.-) 1;
+					END LOOP;
+					value_start := pos;
+					IF value_start OPERATOR(pg_catalog.=) value_end THEN
+						RETURN;
+					END IF;
+				END IF;
+				IF pos OPERATOR(pg_catalog.=) 0 OR pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.<>) 61 THEN
+					RETURN;
+				END IF;
+				pos := pos OPERATOR(pg_catalog.-) 1;
+				name_end := pos;
+				WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.chr(pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1))
+					  OPERATOR(pg_catalog.~) '^[A-Za-z0-9!#$%&''*+.^_`|~-]$' LOOP
+					pos := pos OPERATOR(pg_catalog.-) 1;
+				END LOOP;
+				IF pos OPERATOR(pg_catalog.=) name_end THEN
+					RETURN;
+				END IF;
+				IF pg_catalog.lower(pg_catalog.encode(pg_catalog.substr(header, pos OPERATOR(pg_catalog.+) 1, name_end OPERATOR(pg_catalog.-) pos), 'escape'))
+					OPERATOR(pg_catalog.=) 'for' THEN
+					-- RFC 7239: a parameter occurs at most once per element
+					IF have_for THEN
+						RETURN;
+					END IF;
+					have_for := true;
+					for_quoted := quoted;
+					for_start := value_start;
+					for_end := value_end;
+				END IF;
+				WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) ANY ('{32,9}') LOOP
+					pos := pos OPERATOR(pg_catalog.-) 1;
+				END LOOP;
+				EXIT WHEN pos OPERATOR(pg_catalog.=) 0 OR pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) 44;
+				IF pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.<>) 59 THEN
+					RETURN;
+				END IF;
+			END IF;
+			-- past the ';'
+			pos := pos OPERATOR(pg_catalog.-) 1;
+			WHILE pos OPERATOR(pg_catalog.>) 0 AND pg_catalog.get_byte(header, pos OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.=) ANY ('{32,9}') LOOP
+				pos := pos OPERATOR(pg_catalog.-) 1;
+			END LOOP;
+		END LOOP;
+		-- past the ','
+		IF pos OPERATOR(pg_catalog.>) 0 THEN
+			pos := pos OPERATOR(pg_catalog.-) 1;
+		END IF;
+		CONTINUE WHEN empty;
+		IF NOT have_for THEN
+			RETURN;
+		END IF;
+		unread := pos;
+		EXIT;
+	END LOOP;
+	text_of_node := pg_catalog.encode(pg_catalog.substr(header, for_start OPERATOR(pg_catalog.+) 1, for_end OPERATOR(pg_catalog.-) for_start), 'escape');
+	-- a node is ASCII; quoted-pairs never belong in one
+	IF text_of_node OPERATOR(pg_catalog.~) '[^\x21-\x7e]' OR (for_quoted AND pg_catalog.strpos(text_of_node, '\') OPERATOR(pg_catalog.>) 0) THEN
+		unread := 0;
+		RETURN;
+	END IF;
+	node := @extschema@.rl_sql_node(text_of_node, NOT forwarded);
+	IF node IS NULL THEN
+		unread := 0;
+	ELSE
+		step := 'node';
+	END IF;
+END
+$$;
+
+-- The address the nearest trusted proxy saw, walking header from the right
+-- from remote: at most 64 trusted entries, the peer not counted.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_client_addr(forwarded boolean, remote inet,
+															 header bytea, unread integer,
+															 ranges inet[])
+RETURNS inet
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+	cur inet := @extschema@.rl_sql_unmap(remote);
+	next record;
+	hops integer;
+BEGIN
+	IF NOT @extschema@.rl_sql_is_trusted(cur, ranges) THEN
+		RETURN cur;
+	END IF;
+	FOR hops IN 1 .. 64 LOOP
+		next := @extschema@.rl_sql_next_node(forwarded, header, unread);
+		IF next.step OPERATOR(pg_catalog.<>) 'node' THEN
+			RETURN cur;
+		END IF;
+		IF NOT @extschema@.rl_sql_is_trusted(next.node, ranges) THEN
+			RETURN next.node;
+		END IF;
+		cur := next.node;
+		unread := next.unread;
+	END LOOP;
+	RETURN cur;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_header_bytes(header text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT COALESCE(pg_catalog.convert_to(header, pg_catalog.getdatabaseencoding()), '\x'::bytea) $$;
+
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote inet, xff text, trusted cidr[])
+RETURNS inet
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+AS $$
+DECLARE
+	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
+	header bytea;
+BEGIN
+	IF remote IS NULL THEN
+		RETURN NULL;
+	END IF;
+	header := @extschema@.rl_sql_header_bytes(xff);
+	RETURN @extschema@.rl_sql_client_addr(false, remote, header, pg_catalog.length(header), ranges);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip_forwarded(remote inet, forwarded text,
+																 trusted cidr[])
+RETURNS inet
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+AS $$
+DECLARE
+	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
+	header bytea;
+BEGIN
+	IF remote IS NULL THEN
+		RETURN NULL;
+	END IF;
+	header := @extschema@.rl_sql_header_bytes(forwarded);
+	RETURN @extschema@.rl_sql_client_addr(true, remote, header, pg_catalog.length(header), ranges);
+END
+$$;
+
+-- The trusted proxies of rl_settings' trusted_proxies row: a
+-- comma-separated list of addresses and CIDR ranges.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_proxies()
+RETURNS cidr[]
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+	SELECT pg_catalog.array_agg(pg_catalog.btrim(e.entry, E' \t')::cidr)
+	FROM @extschema@.rl_settings s,
+		 pg_catalog.regexp_split_to_table(s.value, ',') AS e(entry)
+	WHERE s.name OPERATOR(pg_catalog.=) 'trusted_proxies'
+$$;
+
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote inet, xff text)
+RETURNS inet
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
+AS $$ SELECT @extschema@.rl_client_ip(remote, xff, @extschema@.rl_sql_trusted_proxies()) $$;
+
+-- PostgREST: the client of the request in progress, from header in
+-- request.headers; its rightmost entry, written by the proxy in front of
+-- PostgREST, plays the peer's part.  No such header, or no valid rightmost
+-- entry: NULL.
+CREATE OR REPLACE FUNCTION @extschema@.rl_request_ip(trusted cidr[] DEFAULT NULL,
+														header text DEFAULT 'x-forwarded-for')
+RETURNS inet
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+AS $$
+DECLARE
+	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
+	headers text;
+	value bytea;
+	proxy_saw record;
+BEGIN
+	PERFORM @extschema@.rl_sql_require_text(header, 'header');
+	headers := pg_catalog.current_setting('request.headers', true);
+	IF headers IS NULL OR headers::text OPERATOR(pg_catalog.=) ''
+		OR pg_catalog.jsonb_typeof(headers::jsonb) OPERATOR(pg_catalog.<>) 'object'
+		OR COALESCE(pg_catalog.jsonb_typeof(headers::jsonb OPERATOR(pg_catalog.->) pg_catalog.lower(header)), '')
+		   OPERATOR(pg_catalog.<>) 'string' THEN
+		RETURN NULL;
+	END IF;
+	value := @extschema@.rl_sql_header_bytes(headers::jsonb OPERATOR(pg_catalog.->>) pg_catalog.lower(header));
+	proxy_saw := @extschema@.rl_sql_next_node(false, value, pg_catalog.length(value));
+	IF proxy_saw.step OPERATOR(pg_catalog.<>) 'node' THEN
+		RETURN NULL;
+	END IF;
+	RETURN @extschema@.rl_sql_client_addr(false, proxy_saw.node, value, proxy_saw.unread, ranges);
+END
+$$;
+
+-- IPv4 (and IPv4-mapped) as its dotted address; IPv6 masked to its first
+-- ipv6_prefix bits, written with the prefix length
+CREATE OR REPLACE FUNCTION @extschema@.rl_ip_key(ip inet, ipv6_prefix integer DEFAULT 64)
+RETURNS text
+LANGUAGE plpgsql STRICT IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+AS $$
+DECLARE
+	host inet := @extschema@.rl_sql_unmap(ip);
+BEGIN
+	IF ipv6_prefix OPERATOR(pg_catalog.<) 1 OR ipv6_prefix OPERATOR(pg_catalog.>) 128 THEN
+		RAISE EXCEPTION 'ipv6_prefix must be between 1 and 128, not %', ipv6_prefix
+			USING ERRCODE = '22023';
+	END IF;
+	IF pg_catalog.family(host) OPERATOR(pg_catalog.=) 4 THEN
+		RETURN pg_catalog.host(host);
+	END IF;
+	RETURN pg_catalog.host(pg_catalog.network(pg_catalog.set_masklen(host, ipv6_prefix)))
+		OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) ipv6_prefix;
+END
+$$;
+
+$script$);
+
+CALL pg_temp.rl_sql_run($script$
+
 -- Privileges --------------------------------------------------------------
 
 -- Explicit, whatever ALTER DEFAULT PRIVILEGES says: any role decides, reads
@@ -1465,7 +1940,12 @@ GRANT EXECUTE ON FUNCTION
 	@extschema@.rl_store_status(),
 	@extschema@.rl_stats_read(),
 	@extschema@.rl_cleanup_runs(),
-	@extschema@.rl_sql_version()
+	@extschema@.rl_sql_version(),
+	@extschema@.rl_client_ip(inet, text, cidr[]),
+	@extschema@.rl_client_ip(inet, text),
+	@extschema@.rl_client_ip_forwarded(inet, text, cidr[]),
+	@extschema@.rl_request_ip(cidr[], text),
+	@extschema@.rl_ip_key(inet, integer)
 TO PUBLIC;
 GRANT SELECT ON @extschema@.rl_policies, @extschema@.rl_stats TO PUBLIC;
 
