@@ -276,6 +276,8 @@ BEGIN
 	l.lockout_us := 0;
 	l.lockout_max_us := 0;
 	l.lockout_growth := 1;
+	l.shadow := false;
+	l.durable := false;
 	l.rate := rate;
 	IF lockout_us OPERATOR(pg_catalog.>) 0 THEN
 		IF max_us OPERATOR(pg_catalog.=) 0 THEN
@@ -341,6 +343,7 @@ DECLARE
 	v @extschema@.rl_sql_verdict;
 	stored_debt bigint;
 	debt bigint := 0;
+	normalised boolean := false;
 	tat_used bigint;
 	tat_after bigint;
 	new_tat bigint;
@@ -360,7 +363,7 @@ BEGIN
 										 stored_interval::numeric),
 						  l.tolerance_us::numeric)::bigint;
 		END IF;
-		v.normalised := debt OPERATOR(pg_catalog.<>) stored_debt
+		normalised := debt OPERATOR(pg_catalog.<>) stored_debt
 			OR stored_interval OPERATOR(pg_catalog.<>) l.interval_us;
 	END IF;
 	tat_used := now OPERATOR(pg_catalog.+) debt;
@@ -403,7 +406,8 @@ BEGIN
 			tat_after := tat_used;
 		END IF;
 	END IF;
-	v.store := cost OPERATOR(pg_catalog.>) 0 AND (v.allowed OR v.normalised);
+	v.normalised := normalised;
+	v.store := cost OPERATOR(pg_catalog.>) 0 AND (v.allowed OR normalised);
 
 	IF NOT v.allowed AND v.retry_known AND l.lockout_us OPERATOR(pg_catalog.>) 0 THEN
 		-- a lockout starts, longer when the last one ended no longer ago
@@ -844,6 +848,52 @@ BEGIN
 END
 $$;
 
+-- gcra_combine: the one answer of several decisions.  The binding request
+-- (binding, from 1) is the denied one with the largest retry_after, an
+-- unknown one first, else the first with the least remaining; a shadow
+-- request's denial denies nothing.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_combine(v @extschema@.rl_sql_verdict[],
+														 shadow boolean[],
+														 OUT allowed boolean, OUT remaining integer,
+														 OUT retry_known boolean,
+														 OUT retry_after_us bigint,
+														 OUT reset_after_us bigint,
+														 OUT binding integer)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+	i integer;
+BEGIN
+	allowed := true;
+	retry_known := true;
+	retry_after_us := 0;
+	remaining := v[1].remaining;
+	reset_after_us := v[1].reset_after;
+	FOR i IN 1 .. pg_catalog.cardinality(v) LOOP
+		remaining := LEAST(remaining, v[i].remaining);
+		reset_after_us := GREATEST(reset_after_us, v[i].reset_after);
+		IF NOT v[i].allowed AND NOT shadow[i] THEN
+			IF allowed
+				OR (retry_known AND (NOT v[i].retry_known
+									 OR v[i].retry_after OPERATOR(pg_catalog.>) retry_after_us)) THEN
+				binding := i;
+				retry_known := v[i].retry_known;
+				retry_after_us := CASE WHEN v[i].retry_known THEN v[i].retry_after ELSE 0 END;
+			END IF;
+			allowed := false;
+		END IF;
+	END LOOP;
+	IF allowed THEN
+		FOR i IN 1 .. pg_catalog.cardinality(v) LOOP
+			IF v[i].remaining OPERATOR(pg_catalog.=) remaining THEN
+				binding := i;
+				EXIT;
+			END IF;
+		END LOOP;
+	END IF;
+END
+$$;
+
 -- The body of the four forms of rl_take_all and rl_take_all_detail (rates
 -- NULL: by the limiters' policies).  Buckets are locked in the order of
 -- their stored keys, so two calls over the same keys never deadlock; a call
@@ -873,10 +923,8 @@ DECLARE
 	i integer;
 	j integer;
 	d @extschema@.rl_decision_detail;
-	binding integer;
-	retry_known boolean := true;
-	retry_us bigint := 0;
-	reset_us bigint := 0;
+	shadow boolean[];
+	combined record;
 	requests @extschema@.rl_decision[];
 BEGIN
 	PERFORM @extschema@.rl_sql_array(limiters, 'limiters', -1);
@@ -908,6 +956,7 @@ BEGIN
 			l[i].shadow := false;
 			l[i].durable := false;
 		END IF;
+		shadow[i] := l[i].shadow;
 		k[i] := @extschema@.rl_sql_key(limiters[i], keys[i]);
 	END LOOP;
 	-- the same pair twice has the same stored key
@@ -975,38 +1024,16 @@ BEGIN
 		END LOOP;
 	END IF;
 
-	-- gcra_combine: the binding request is the denied one with the largest
-	-- retry_after (an unknown one first), else the first with the least
-	-- remaining
-	d.allowed := true;
-	d.remaining := v[1].remaining;
+	SELECT * INTO combined FROM @extschema@.rl_sql_combine(v, shadow);
+	d.allowed := combined.allowed;
+	d.remaining := combined.remaining;
+	d.retry_after := CASE WHEN combined.retry_known
+					 THEN combined.retry_after_us::double precision OPERATOR(pg_catalog./) 1000000::double precision END;
+	d.reset_after := combined.reset_after_us::double precision OPERATOR(pg_catalog./) 1000000::double precision;
 	FOR i IN 1 .. n LOOP
-		d.remaining := LEAST(d.remaining, v[i].remaining);
-		reset_us := GREATEST(reset_us, v[i].reset_after);
-		IF NOT v[i].allowed AND NOT l[i].shadow THEN
-			IF d.allowed
-				OR (retry_known AND (NOT v[i].retry_known
-									 OR v[i].retry_after OPERATOR(pg_catalog.>) retry_us)) THEN
-				binding := i;
-				retry_known := v[i].retry_known;
-				retry_us := CASE WHEN v[i].retry_known THEN v[i].retry_after ELSE 0 END;
-			END IF;
-			d.allowed := false;
-		END IF;
-		requests[i] := @extschema@.rl_sql_decision(v[i], l[i].shadow);
+		requests[i] := @extschema@.rl_sql_decision(v[i], shadow[i]);
 	END LOOP;
-	IF d.allowed THEN
-		FOR i IN 1 .. n LOOP
-			IF v[i].remaining OPERATOR(pg_catalog.=) d.remaining THEN
-				binding := i;
-				EXIT;
-			END IF;
-		END LOOP;
-	END IF;
-	d.retry_after := CASE WHEN retry_known
-					 THEN retry_us::double precision OPERATOR(pg_catalog./) 1000000::double precision END;
-	d.reset_after := reset_us::double precision OPERATOR(pg_catalog./) 1000000::double precision;
-	d.limiter := limiters[binding];
+	d.limiter := limiters[combined.binding];
 	d.requests := requests;
 	RETURN d;
 END
@@ -1883,6 +1910,7 @@ LANGUAGE plpgsql STRICT IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 AS $$
 DECLARE
 	host inet := @extschema@.rl_sql_unmap(ip);
+	low bigint;
 BEGIN
 	IF ipv6_prefix OPERATOR(pg_catalog.<) 1 OR ipv6_prefix OPERATOR(pg_catalog.>) 128 THEN
 		RAISE EXCEPTION 'ipv6_prefix must be between 1 and 128, not %', ipv6_prefix
@@ -1891,8 +1919,17 @@ BEGIN
 	IF pg_catalog.family(host) OPERATOR(pg_catalog.=) 4 THEN
 		RETURN pg_catalog.host(host);
 	END IF;
-	RETURN pg_catalog.host(pg_catalog.network(pg_catalog.set_masklen(host, ipv6_prefix)))
-		OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) ipv6_prefix;
+	host := pg_catalog.network(pg_catalog.set_masklen(host, ipv6_prefix));
+	-- RFC 5952 text: PostgreSQL writes ::/96 addresses as ::a.b.c.d
+	IF pg_catalog.strpos(pg_catalog.host(host), '.') OPERATOR(pg_catalog.>) 0 THEN
+		low := host OPERATOR(pg_catalog.-) '::'::inet;
+		RETURN '::' OPERATOR(pg_catalog.||)
+			CASE WHEN low OPERATOR(pg_catalog.>=) 65536
+				 THEN pg_catalog.to_hex(low OPERATOR(pg_catalog./) 65536) OPERATOR(pg_catalog.||) ':' ELSE '' END
+			OPERATOR(pg_catalog.||) pg_catalog.to_hex(low OPERATOR(pg_catalog.%) 65536)
+			OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) ipv6_prefix;
+	END IF;
+	RETURN pg_catalog.host(host) OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) ipv6_prefix;
 END
 $$;
 
