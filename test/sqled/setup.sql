@@ -7,7 +7,7 @@
 CREATE EXTENSION pgtap;
 CREATE EXTENSION pgcrypto;
 CREATE ROLE rl_sql_owner LOGIN;
-CREATE ROLE rl_sql_app LOGIN;
+CREATE ROLE rl_sql_app LOGIN IN ROLE pg_read_all_settings;
 CREATE ROLE rl_sql_plain LOGIN;
 CREATE SCHEMA rl_sql_hostile AUTHORIZATION rl_sql_plain;
 GRANT CREATE ON SCHEMA public TO rl_sql_owner;
