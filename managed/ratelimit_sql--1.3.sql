@@ -32,7 +32,7 @@ END
 $install$;
 
 -- Runs one piece of this script with @extschema@ replaced by the schema.
-CREATE PROCEDURE pg_temp.rl_sql_run(script text)
+CREATE OR REPLACE PROCEDURE pg_temp.rl_sql_run(script text)
 LANGUAGE plpgsql AS $$
 BEGIN
 	EXECUTE pg_catalog.replace(script, '@extschema@',
@@ -1987,3 +1987,5 @@ TO PUBLIC;
 GRANT SELECT ON @extschema@.rl_policies, @extschema@.rl_stats TO PUBLIC;
 
 $script$);
+
+DROP PROCEDURE pg_temp.rl_sql_run(text);
