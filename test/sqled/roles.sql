@@ -29,7 +29,9 @@ FROM unnest(ARRAY[
 ]) AS q;
 
 -- its own schema (test/sqled/setup.sql), first on its path, with an = on bytea that matches
--- every key and a + on bigint that adds nothing: the decisions are the same
+-- every key and a + on bigint that adds nothing, usable by every role (the
+-- owner of the functions too): the decisions are the same
+GRANT USAGE ON SCHEMA rl_sql_hostile TO PUBLIC;
 CREATE FUNCTION rl_sql_hostile.always(bytea, bytea) RETURNS boolean
 LANGUAGE sql AS $$ SELECT true $$;
 CREATE OPERATOR rl_sql_hostile.= (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = rl_sql_hostile.always);
