@@ -1853,17 +1853,60 @@ BEGIN
 END
 $$;
 
--- The trusted proxies of rl_settings' trusted_proxies row: a
--- comma-separated list of addresses and CIDR ranges.
+-- a comma-separated list of addresses and CIDR ranges
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_list(list text)
+RETURNS cidr[]
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+	SELECT pg_catalog.array_agg(pg_catalog.btrim(e.entry, E' \t')::cidr)
+	FROM pg_catalog.regexp_split_to_table(list, ',') AS e(entry)
+$$;
+
+-- the trusted proxies of rl_settings' trusted_proxies row
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_proxies()
 RETURNS cidr[]
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-	SELECT pg_catalog.array_agg(pg_catalog.btrim(e.entry, E' \t')::cidr)
-	FROM @extschema@.rl_settings s,
-		 pg_catalog.regexp_split_to_table(s.value, ',') AS e(entry)
+	SELECT @extschema@.rl_sql_trusted_list(s.value) FROM @extschema@.rl_settings s
 	WHERE s.name OPERATOR(pg_catalog.=) 'trusted_proxies'
 $$;
+
+-- A trusted_proxies row is checked when it is written, as the extension
+-- checks its setting: each entry an address or CIDR range, none that would
+-- trust every client.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_settings_check()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+AS $$
+DECLARE
+	entry text;
+BEGIN
+	IF NEW.name OPERATOR(pg_catalog.<>) 'trusted_proxies' THEN
+		RETURN NEW;
+	END IF;
+	FOREACH entry IN ARRAY pg_catalog.regexp_split_to_array(NEW.value, ',') LOOP
+		entry := pg_catalog.btrim(entry, E' \t');
+		BEGIN
+			IF entry OPERATOR(pg_catalog.=) '' THEN
+				RAISE EXCEPTION 'an empty entry';
+			END IF;
+			PERFORM entry::cidr;
+		EXCEPTION WHEN OTHERS THEN
+			RAISE EXCEPTION 'trusted_proxies must be a comma-separated list of addresses and CIDR ranges'
+				USING ERRCODE = '22023',
+					  DETAIL = CASE WHEN entry OPERATOR(pg_catalog.=) '' THEN 'It has an empty entry.'
+							   ELSE pg_catalog.format('"%s" is not an IPv4 or IPv6 address with an optional /prefix length, or has bits set to the right of it.', entry) END,
+					  HINT = 'Give the addresses or CIDR ranges of your own proxies.';
+		END;
+	END LOOP;
+	PERFORM @extschema@.rl_sql_trusted(@extschema@.rl_sql_trusted_list(NEW.value));
+	RETURN NEW;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER rl_settings_check
+	BEFORE INSERT OR UPDATE ON @extschema@.rl_settings
+	FOR EACH ROW EXECUTE FUNCTION @extschema@.rl_sql_settings_check();
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote inet, xff text)
 RETURNS inet

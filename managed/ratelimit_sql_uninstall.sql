@@ -15,6 +15,9 @@ BEGIN
 		RAISE EXCEPTION 'no schema to remove ratelimit_sql from' USING ERRCODE = '3F000';
 	END IF;
 	EXECUTE pg_catalog.format('DROP VIEW IF EXISTS %I.rl_stats', schema_name);
+	-- the tables (and the trigger on rl_settings) before the functions
+	EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.rl_buckets, %1$I.rl_buckets_durable, '
+							  '%1$I.rl_policies, %1$I.rl_settings', schema_name);
 	FOR fn IN
 		SELECT p.oid::regprocedure
 		FROM pg_catalog.pg_proc p
@@ -28,8 +31,6 @@ BEGIN
 	LOOP
 		EXECUTE pg_catalog.format('DROP FUNCTION %s', fn);
 	END LOOP;
-	EXECUTE pg_catalog.format('DROP TABLE IF EXISTS %1$I.rl_buckets, %1$I.rl_buckets_durable, '
-							  '%1$I.rl_policies, %1$I.rl_settings', schema_name);
 	EXECUTE pg_catalog.format('DROP TYPE IF EXISTS %1$I.rl_decision_detail, %1$I.rl_decision_all, '
 							  '%1$I.rl_decision, %1$I.rl_sql_verdict, %1$I.rl_sql_limit', schema_name);
 END
