@@ -701,11 +701,21 @@ RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 BEGIN
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
-	PERFORM @extschema@.rl_sql_require_text(key, 'key');
-	PERFORM @extschema@.rl_sql_require(rate, 'rate');
-	PERFORM @extschema@.rl_sql_require(burst, 'burst');
-	PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
+	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	END IF;
+	IF rate IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(rate, 'rate');
+	END IF;
+	IF burst IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(burst, 'burst');
+	END IF;
+	IF cost IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	END IF;
 	-- first, as in rl_take_all: a policy's limiter, whatever the limit
 	PERFORM @extschema@.rl_sql_refuse_explicit(limiter, function, 'rl_take(limiter, key, cost)');
 	IF NOT at_given THEN
@@ -728,9 +738,15 @@ AS $$
 DECLARE
 	l @extschema@.rl_sql_limit;
 BEGIN
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
-	PERFORM @extschema@.rl_sql_require_text(key, 'key');
-	PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
+	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	END IF;
+	IF cost IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	END IF;
 	IF NOT at_given THEN
 		now := @extschema@.rl_sql_now();
 	END IF;
@@ -744,31 +760,27 @@ $$;
 CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter text, key text, rate double precision,
 												  burst integer, cost integer DEFAULT 1)
 RETURNS @extschema@.rl_decision
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$ SELECT @extschema@.rl_sql_take_explicit('rl_take', limiter, key, rate, burst, cost, NULL, false) $$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_explicit('rl_take', limiter, key, rate, burst, cost, NULL, false); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter text, key text, rate double precision,
 													 burst integer, cost integer,
 													 at timestamp with time zone)
 RETURNS @extschema@.rl_decision
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$
-	SELECT @extschema@.rl_sql_take_explicit('rl_take_at', limiter, key, rate, burst, cost,
-											@extschema@.rl_sql_at(at), true)
-$$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_explicit('rl_take_at', limiter, key, rate, burst, cost,
+											@extschema@.rl_sql_at(at), true); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter text, key text, cost integer DEFAULT 1)
 RETURNS @extschema@.rl_decision
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$ SELECT @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false) $$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter text, key text, cost integer,
 													 at timestamp with time zone)
 RETURNS @extschema@.rl_decision
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$
-	SELECT @extschema@.rl_sql_take_policy(limiter, key, cost, @extschema@.rl_sql_at(at), true)
-$$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, @extschema@.rl_sql_at(at), true); END $$;
 
 -- Several limits in one decision ----------------------------------------
 
@@ -1042,38 +1054,40 @@ $$;
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters text[], keys text[],
 															 costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_detail
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$
-	SELECT @extschema@.rl_sql_take_all('rl_take_all_detail', true, limiters, keys, NULL, NULL, costs)
-$$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_all('rl_take_all_detail', true, limiters, keys, NULL, NULL, costs); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters text[], keys text[],
 															 rates double precision[],
 															 bursts integer[],
 															 costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_detail
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$
-	SELECT @extschema@.rl_sql_take_all('rl_take_all_detail', false, limiters, keys, rates, bursts, costs)
-$$;
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_all('rl_take_all_detail', false, limiters, keys, rates, bursts, costs); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters text[], keys text[],
 													  costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_all
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
-	SELECT ROW(d.allowed, d.remaining, d.retry_after, d.reset_after, d.limiter)::@extschema@.rl_decision_all
-	FROM @extschema@.rl_sql_take_all('rl_take_all', true, limiters, keys, NULL, NULL, costs) AS d
+DECLARE
+	d @extschema@.rl_decision_detail := @extschema@.rl_sql_take_all('rl_take_all', true, limiters, keys, NULL, NULL, costs);
+BEGIN
+	RETURN ROW(d.allowed, d.remaining, d.retry_after, d.reset_after, d.limiter)::@extschema@.rl_decision_all;
+END
 $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters text[], keys text[],
 													  rates double precision[], bursts integer[],
 													  costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_all
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
-	SELECT ROW(d.allowed, d.remaining, d.retry_after, d.reset_after, d.limiter)::@extschema@.rl_decision_all
-	FROM @extschema@.rl_sql_take_all('rl_take_all', false, limiters, keys, rates, bursts, costs) AS d
+DECLARE
+	d @extschema@.rl_decision_detail := @extschema@.rl_sql_take_all('rl_take_all', false, limiters, keys, rates, bursts, costs);
+BEGIN
+	RETURN ROW(d.allowed, d.remaining, d.retry_after, d.reset_after, d.limiter)::@extschema@.rl_decision_all;
+END
 $$;
 
 $script$);
@@ -1105,9 +1119,15 @@ DECLARE
 	b record;
 	refunded bigint;
 BEGIN
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
-	PERFORM @extschema@.rl_sql_require_text(key, 'key');
-	PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
+	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	END IF;
+	IF cost IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(cost, 'cost');
+	END IF;
 	IF cost OPERATOR(pg_catalog.<) 0 THEN
 		PERFORM @extschema@.rl_sql_refuse('cost', 0, 0, cost);
 	END IF;
@@ -1146,8 +1166,12 @@ DECLARE
 	k bytea;
 	removed boolean;
 BEGIN
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
-	PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
+	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	END IF;
 	k := @extschema@.rl_sql_key(limiter, key);
 	DELETE FROM @extschema@.rl_buckets b WHERE b.key OPERATOR(pg_catalog.=) k;
 	removed := FOUND;
@@ -1169,8 +1193,12 @@ AS $$
 DECLARE
 	bucket_table text;
 BEGIN
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
-	PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
+	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(key, 'key');
+	END IF;
 	bucket_table := @extschema@.rl_sql_bucket_table(limiter);
 	EXECUTE pg_catalog.format('SELECT b.tat, b.interval_us, b.lock_until, b.lock_us FROM @extschema@.%I b'
 							  ' WHERE b.key OPERATOR(pg_catalog.=) $1', bucket_table)
@@ -1343,7 +1371,9 @@ BEGIN
 	END IF;
 	-- NULL: a denial that can never be allowed (cost > burst)
 	retry_us := @extschema@.rl_sql_decision_us(d.retry_after, 'retry_after');
-	PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
+		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
+	END IF;
 	-- the limiter as an sf-string: printable ASCII, " and \ escaped
 	bytes := pg_catalog.convert_to(limiter, pg_catalog.getdatabaseencoding());
 	FOR i IN 0 .. pg_catalog.length(bytes) OPERATOR(pg_catalog.-) 1 LOOP
@@ -1361,8 +1391,12 @@ BEGIN
 		name := name OPERATOR(pg_catalog.||) pg_catalog.chr(byte);
 	END LOOP;
 	name := name OPERATOR(pg_catalog.||) '"';
-	PERFORM @extschema@.rl_sql_require(rate, 'rate');
-	PERFORM @extschema@.rl_sql_require(burst, 'burst');
+	IF rate IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(rate, 'rate');
+	END IF;
+	IF burst IS NULL THEN
+		PERFORM @extschema@.rl_sql_require(burst, 'burst');
+	END IF;
 	l := @extschema@.rl_sql_limit(rate, burst, 0, @extschema@.rl_sql_now());
 	IF d.remaining OPERATOR(pg_catalog.<) 0 OR d.remaining OPERATOR(pg_catalog.>) burst THEN
 		RAISE EXCEPTION 'd.remaining must be between 0 and burst, not %', d.remaining
