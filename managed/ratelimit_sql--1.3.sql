@@ -32,7 +32,7 @@ END
 $install$;
 
 -- Runs one piece of this script with @extschema@ replaced by the schema.
-CREATE OR REPLACE PROCEDURE pg_temp.rl_sql_run(script text)
+CREATE OR REPLACE PROCEDURE pg_temp.rl_sql_run(script pg_catalog.text)
 LANGUAGE plpgsql AS $$
 BEGIN
 	EXECUTE pg_catalog.replace(script, '@extschema@',
@@ -48,7 +48,7 @@ CALL pg_temp.rl_sql_run($script$
 -- SHA-256 (or HMAC-SHA-256) of the pair, never the raw text.  UNLOGGED: no
 -- WAL per decision; a crash empties it.  No index on tat, so updates are HOT.
 CREATE UNLOGGED TABLE IF NOT EXISTS @extschema@.rl_buckets (
-	key bytea PRIMARY KEY,
+	key pg_catalog.bytea PRIMARY KEY,
 	tat timestamptz NOT NULL,
 	interval_us bigint NOT NULL CHECK (interval_us > 0),
 	lock_until timestamptz,
@@ -58,7 +58,7 @@ CREATE UNLOGGED TABLE IF NOT EXISTS @extschema@.rl_buckets (
 -- The buckets of durable limiters: logged, so kept by a crash, replicated
 -- and present after a promotion.
 CREATE TABLE IF NOT EXISTS @extschema@.rl_buckets_durable (
-	key bytea PRIMARY KEY,
+	key pg_catalog.bytea PRIMARY KEY,
 	tat timestamptz NOT NULL,
 	interval_us bigint NOT NULL CHECK (interval_us > 0),
 	lock_until timestamptz,
@@ -67,7 +67,7 @@ CREATE TABLE IF NOT EXISTS @extschema@.rl_buckets_durable (
 
 -- Named limits as data, as the C extension's 1.3 has them.
 CREATE TABLE IF NOT EXISTS @extschema@.rl_policies (
-	limiter text PRIMARY KEY CONSTRAINT rl_policies_limiter_check CHECK (limiter <> ''),
+	limiter pg_catalog.text PRIMARY KEY CONSTRAINT rl_policies_limiter_check CHECK (limiter <> ''),
 	rate double precision NOT NULL
 		CONSTRAINT rl_policies_rate_check CHECK (rate > 0 AND rate <= 1000000),
 	burst integer NOT NULL CONSTRAINT rl_policies_burst_check CHECK (burst >= 1),
@@ -92,9 +92,9 @@ CREATE TABLE IF NOT EXISTS @extschema@.rl_policies (
 -- trusted proxies (ratelimit.trusted_proxies).  A table only its owner may
 -- read or write, never a custom setting: any role may set a placeholder.
 CREATE TABLE IF NOT EXISTS @extschema@.rl_settings (
-	name text PRIMARY KEY
+	name pg_catalog.text PRIMARY KEY
 		CONSTRAINT rl_settings_name_check CHECK (name IN ('key_secret', 'trusted_proxies')),
-	value text NOT NULL
+	value pg_catalog.text NOT NULL
 		CONSTRAINT rl_settings_value_check CHECK (value <> '')
 );
 
@@ -114,14 +114,14 @@ BEGIN
 			remaining integer,
 			retry_after double precision,
 			reset_after double precision,
-			limiter text
+			limiter pg_catalog.text
 		);
 		CREATE TYPE @extschema@.rl_decision_detail AS (
 			allowed boolean,
 			remaining integer,
 			retry_after double precision,
 			reset_after double precision,
-			limiter text,
+			limiter pg_catalog.text,
 			requests @extschema@.rl_decision[]
 		);
 		-- gcra.h's GcraDecision
@@ -193,7 +193,7 @@ CALL pg_temp.rl_sql_run($script$
 -- The arithmetic (include/gcra.h) ---------------------------------------
 
 -- gcra_error_message, with take.c's refuse_limit details
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_refuse(error text, rate double precision,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_refuse(error pg_catalog.text, rate double precision,
 														burst integer, cost integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -457,7 +457,7 @@ CALL pg_temp.rl_sql_run($script$
 
 -- Arguments ---------------------------------------------------------------
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_require(value anyelement, name text)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_require(value anyelement, name pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -469,7 +469,7 @@ END
 $$;
 
 -- limiter and key: present and not empty
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_require_text(value text, name text)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_require_text(value pg_catalog.text, name pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -504,17 +504,17 @@ $$;
 -- sha256(limiter || '\x00' || key), or HMAC-SHA-256 under the secret of
 -- rl_settings (pgcrypto's hmac, wherever pgcrypto is installed).  Text
 -- cannot hold a NUL byte, so the pair is unambiguous.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_key(limiter text, key text)
-RETURNS bytea
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_key(limiter pg_catalog.text, key pg_catalog.text)
+RETURNS pg_catalog.bytea
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-	message bytea := pg_catalog.convert_to(limiter, pg_catalog.getdatabaseencoding())
-		OPERATOR(pg_catalog.||) '\x00'::bytea
+	message pg_catalog.bytea := pg_catalog.convert_to(limiter, pg_catalog.getdatabaseencoding())
+		OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea
 		OPERATOR(pg_catalog.||) pg_catalog.convert_to(key, pg_catalog.getdatabaseencoding());
-	secret text;
-	hmac text;
-	digest bytea;
+	secret pg_catalog.text;
+	hmac pg_catalog.text;
+	digest pg_catalog.bytea;
 BEGIN
 	SELECT s.value INTO secret FROM @extschema@.rl_settings s
 	WHERE s.name OPERATOR(pg_catalog.=) 'key_secret';
@@ -556,7 +556,7 @@ $$;
 
 -- The limit of limiter's policy for a decision of cost at now; an unknown
 -- limiter is an error naming it.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_policy(limiter text, cost integer, now bigint)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_policy(limiter pg_catalog.text, cost integer, now bigint)
 RETURNS @extschema@.rl_sql_limit
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
@@ -581,8 +581,8 @@ $$;
 
 -- The explicit forms are for limiters without a policy: with one, any
 -- caller could change its limit, and by the limit-change rule reset it.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_refuse_explicit(limiter text, function text,
-																 policy_form text)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_refuse_explicit(limiter pg_catalog.text, function pg_catalog.text,
+																 policy_form pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
@@ -606,13 +606,13 @@ $script$);
 -- version, so concurrent decisions on a key are exact and in order.
 DO $tables$
 DECLARE
-	bucket_table text;
+	bucket_table pg_catalog.text;
 BEGIN
 	FOREACH bucket_table IN ARRAY ARRAY['rl_buckets', 'rl_buckets_durable'] LOOP
 		CALL pg_temp.rl_sql_run(pg_catalog.replace($script$
 
 -- The lock columns of a decision: NULL, NULL for a key never locked.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_@table@(k bytea, l @extschema@.rl_sql_limit,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_@table@(k pg_catalog.bytea, l @extschema@.rl_sql_limit,
 															  now bigint, at_given boolean,
 															  cost integer)
 RETURNS @extschema@.rl_sql_verdict
@@ -681,7 +681,7 @@ CALL pg_temp.rl_sql_run($script$
 -- Deciding ----------------------------------------------------------------
 
 -- a decision on one key in the table of its limit
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_key(k bytea, l @extschema@.rl_sql_limit,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_key(k pg_catalog.bytea, l @extschema@.rl_sql_limit,
 														  now bigint, at_given boolean,
 														  cost integer)
 RETURNS @extschema@.rl_sql_verdict
@@ -693,8 +693,8 @@ AS $$
 $$;
 
 -- The body of the explicit rl_take and rl_take_at (now: at, when at_given).
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_explicit(function text, limiter text,
-															   key text, rate double precision,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_explicit(function pg_catalog.text, limiter pg_catalog.text,
+															   key pg_catalog.text, rate double precision,
 															   burst integer, cost integer,
 															   now bigint, at_given boolean)
 RETURNS @extschema@.rl_decision
@@ -730,7 +730,7 @@ END
 $$;
 
 -- The body of rl_take(limiter, key, cost), its rl_take_at and rl_guard.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_policy(limiter text, key text, cost integer,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_policy(limiter pg_catalog.text, key pg_catalog.text, cost integer,
 															 now bigint, at_given boolean)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -757,13 +757,13 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter text, key text, rate double precision,
+CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter pg_catalog.text, key pg_catalog.text, rate double precision,
 												  burst integer, cost integer DEFAULT 1)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$ BEGIN RETURN @extschema@.rl_sql_take_explicit('rl_take', limiter, key, rate, burst, cost, NULL, false); END $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter text, key text, rate double precision,
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter pg_catalog.text, key pg_catalog.text, rate double precision,
 													 burst integer, cost integer,
 													 at timestamp with time zone)
 RETURNS @extschema@.rl_decision
@@ -771,12 +771,12 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$ BEGIN RETURN @extschema@.rl_sql_take_explicit('rl_take_at', limiter, key, rate, burst, cost,
 											@extschema@.rl_sql_at(at), true); END $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter text, key text, cost integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter pg_catalog.text, key pg_catalog.text, cost integer DEFAULT 1)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false); END $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter text, key text, cost integer,
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter pg_catalog.text, key pg_catalog.text, cost integer,
 													 at timestamp with time zone)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -786,14 +786,14 @@ AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, @extschema
 
 -- an array argument: present, one dimension, no NULL or empty element, and
 -- as many elements as want (-1: 1 to 16)
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_array(value anyarray, name text, want integer)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_array(value anyarray, name pg_catalog.text, want integer)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
 	n integer := COALESCE(pg_catalog.cardinality(value), 0);
 	i integer := 0;
-	element text;
+	element pg_catalog.text;
 BEGIN
 	IF value IS NULL THEN
 		RAISE EXCEPTION '% must not be null', name USING ERRCODE = '22004';
@@ -809,7 +809,7 @@ BEGIN
 		RAISE EXCEPTION '% must have as many elements as limiters', name USING ERRCODE = '22023',
 			DETAIL = pg_catalog.format('limiters has %s, %s has %s.', want, name, n);
 	END IF;
-	FOREACH element IN ARRAY value::text[] LOOP
+	FOREACH element IN ARRAY value::pg_catalog.text[] LOOP
 		i := i OPERATOR(pg_catalog.+) 1;
 		IF element IS NULL THEN
 			RAISE EXCEPTION '% must not contain NULL', name USING ERRCODE = '22004',
@@ -910,8 +910,8 @@ $$;
 -- NULL: by the limiters' policies).  Buckets are locked in the order of
 -- their stored keys, so two calls over the same keys never deadlock; a call
 -- with nothing to store writes and locks nothing.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_all(function text, by_policy boolean,
-														  limiters text[], keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_all(function pg_catalog.text, by_policy boolean,
+														  limiters pg_catalog.text[], keys pg_catalog.text[],
 														  rates double precision[],
 														  bursts integer[], costs integer[])
 RETURNS @extschema@.rl_decision_detail
@@ -921,7 +921,7 @@ DECLARE
 	n integer;
 	now bigint;
 	l @extschema@.rl_sql_limit[];
-	k bytea[];
+	k pg_catalog.bytea[];
 	c integer[];
 	present boolean[];
 	tat bigint[];
@@ -931,7 +931,7 @@ DECLARE
 	v @extschema@.rl_sql_verdict[];
 	b record;
 	must_store boolean := false;
-	bucket_table text;
+	bucket_table pg_catalog.text;
 	i integer;
 	j integer;
 	d @extschema@.rl_decision_detail;
@@ -1051,13 +1051,13 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters text[], keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters pg_catalog.text[], keys pg_catalog.text[],
 															 costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_detail
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$ BEGIN RETURN @extschema@.rl_sql_take_all('rl_take_all_detail', true, limiters, keys, NULL, NULL, costs); END $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters text[], keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_all_detail(limiters pg_catalog.text[], keys pg_catalog.text[],
 															 rates double precision[],
 															 bursts integer[],
 															 costs integer[] DEFAULT NULL)
@@ -1065,7 +1065,7 @@ RETURNS @extschema@.rl_decision_detail
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$ BEGIN RETURN @extschema@.rl_sql_take_all('rl_take_all_detail', false, limiters, keys, rates, bursts, costs); END $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters text[], keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters pg_catalog.text[], keys pg_catalog.text[],
 													  costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_all
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
@@ -1077,7 +1077,7 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters text[], keys text[],
+CREATE OR REPLACE FUNCTION @extschema@.rl_take_all(limiters pg_catalog.text[], keys pg_catalog.text[],
 													  rates double precision[], bursts integer[],
 													  costs integer[] DEFAULT NULL)
 RETURNS @extschema@.rl_decision_all
@@ -1097,8 +1097,8 @@ CALL pg_temp.rl_sql_run($script$
 -- Buckets -----------------------------------------------------------------
 
 -- the table where limiter decides: rl_buckets_durable for a durable policy
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_bucket_table(limiter text)
-RETURNS text
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_bucket_table(limiter pg_catalog.text)
+RETURNS pg_catalog.text
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 	SELECT CASE WHEN COALESCE((SELECT p.durable FROM @extschema@.rl_policies p
@@ -1108,13 +1108,13 @@ $$;
 
 -- Give cost cells back to a live bucket, at the T it was stored with:
 -- tat := max(now, tat - cost * T), its lock kept.  True when that changed it.
-CREATE OR REPLACE FUNCTION @extschema@.rl_refund(limiter text, key text, cost integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION @extschema@.rl_refund(limiter pg_catalog.text, key pg_catalog.text, cost integer DEFAULT 1)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
-	k bytea;
-	bucket_table text;
+	k pg_catalog.bytea;
+	bucket_table pg_catalog.text;
 	now bigint;
 	b record;
 	refunded bigint;
@@ -1158,12 +1158,12 @@ END
 $$;
 
 -- Forget a key, lock included, in both tables: true when a bucket went.
-CREATE OR REPLACE FUNCTION @extschema@.rl_reset(limiter text, key text)
+CREATE OR REPLACE FUNCTION @extschema@.rl_reset(limiter pg_catalog.text, key pg_catalog.text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
-	k bytea;
+	k pg_catalog.bytea;
 	removed boolean;
 BEGIN
 	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
@@ -1182,7 +1182,7 @@ $$;
 
 -- The bucket of one key as stored, where the limiter decides; all NULL
 -- when it has none, the lock NULL when it was never locked.
-CREATE OR REPLACE FUNCTION @extschema@.rl_inspect(limiter text, key text, OUT store text,
+CREATE OR REPLACE FUNCTION @extschema@.rl_inspect(limiter pg_catalog.text, key pg_catalog.text, OUT store pg_catalog.text,
 													 OUT tat timestamp with time zone,
 													 OUT interval_us bigint,
 													 OUT lock_until timestamp with time zone,
@@ -1191,7 +1191,7 @@ RETURNS record
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
-	bucket_table text;
+	bucket_table pg_catalog.text;
 BEGIN
 	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
 		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
@@ -1249,13 +1249,13 @@ END
 $$;
 
 -- Which store decides (always the tables here) and how many buckets they hold.
-CREATE OR REPLACE FUNCTION @extschema@.rl_store_status(OUT store text, OUT memory_slots bigint,
+CREATE OR REPLACE FUNCTION @extschema@.rl_store_status(OUT store pg_catalog.text, OUT memory_slots bigint,
 														  OUT memory_used bigint,
 														  OUT table_buckets bigint)
 RETURNS record
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
-	SELECT 'table'::text, NULL::bigint, NULL::bigint,
+	SELECT 'table'::pg_catalog.text, NULL::bigint, NULL::bigint,
 		   (SELECT pg_catalog.count(*) FROM @extschema@.rl_buckets)
 		   OPERATOR(pg_catalog.+) (SELECT pg_catalog.count(*) FROM @extschema@.rl_buckets_durable)
 $$;
@@ -1264,7 +1264,7 @@ $$;
 
 -- rl_stats has the C extension's columns; this edition keeps no counts
 -- (no shared memory): reading it says so.
-CREATE OR REPLACE FUNCTION @extschema@.rl_stats_read(OUT limiter text, OUT allowed bigint,
+CREATE OR REPLACE FUNCTION @extschema@.rl_stats_read(OUT limiter pg_catalog.text, OUT allowed bigint,
 														OUT denied bigint, OUT shadow_denied bigint,
 														OUT since timestamp with time zone,
 														OUT lockouts bigint)
@@ -1290,9 +1290,9 @@ AS $$ SELECT FROM @extschema@.rl_stats_read() $$;
 
 -- The installed version of the SQL edition.
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_version()
-RETURNS text
+RETURNS pg_catalog.text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT '1.3'::text $$;
+AS $$ SELECT '1.3'::pg_catalog.text $$;
 
 $script$);
 
@@ -1300,19 +1300,19 @@ CALL pg_temp.rl_sql_run($script$
 
 -- The cleanup worker's runs: this edition has no worker (pg_cron or the
 -- application's scheduler calls rl_cleanup), so none.
-CREATE OR REPLACE FUNCTION @extschema@.rl_cleanup_runs(OUT database text,
+CREATE OR REPLACE FUNCTION @extschema@.rl_cleanup_runs(OUT database pg_catalog.text,
 														  OUT started timestamp with time zone,
 														  OUT finished timestamp with time zone,
 														  OUT deleted bigint)
 RETURNS SETOF record
 LANGUAGE sql VOLATILE PARALLEL UNSAFE
-AS $$ SELECT NULL::text, NULL::timestamp with time zone, NULL::timestamp with time zone, NULL::bigint WHERE false $$;
+AS $$ SELECT NULL::pg_catalog.text, NULL::timestamp with time zone, NULL::timestamp with time zone, NULL::bigint WHERE false $$;
 
 -- HTTP --------------------------------------------------------------------
 
 -- A field of d in seconds as microseconds: finite and not negative (the
 -- decision's seconds came from whole microseconds: llround back).
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_decision_us(s double precision, field text)
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_decision_us(s double precision, field pg_catalog.text)
 RETURNS bigint
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -1338,14 +1338,14 @@ $$;
 
 -- The IETF RateLimit fields and Retry-After of decision d of limiter under
 -- (rate, burst), as a JSON object (http.c's headers_json).
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_headers(d @extschema@.rl_decision, limiter text,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_headers(d @extschema@.rl_decision, limiter pg_catalog.text,
 														 rate double precision, burst integer)
-RETURNS jsonb
+RETURNS pg_catalog.jsonb
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 AS $$
 DECLARE
-	name text := '"';
-	bytes bytea;
+	name pg_catalog.text := '"';
+	bytes pg_catalog.bytea;
 	byte integer;
 	i integer;
 	l @extschema@.rl_sql_limit;
@@ -1353,8 +1353,8 @@ DECLARE
 	retry_us bigint;
 	back_us bigint;
 	next_cell_s bigint := 0;
-	ratelimit text;
-	fields jsonb;
+	ratelimit pg_catalog.text;
+	fields pg_catalog.jsonb;
 BEGIN
 	IF d IS NULL THEN
 		RAISE EXCEPTION 'd must not be null' USING ERRCODE = '22004';
@@ -1429,20 +1429,20 @@ BEGIN
 			GREATEST(retry_us OPERATOR(pg_catalog./) 1000000
 					 OPERATOR(pg_catalog.+) CASE WHEN retry_us OPERATOR(pg_catalog.%) 1000000 OPERATOR(pg_catalog.<>) 0
 											THEN 1 ELSE 0 END,
-					 next_cell_s)::text);
+					 next_cell_s)::pg_catalog.text);
 	END IF;
 	RETURN fields;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_headers(d @extschema@.rl_decision, limiter text,
+CREATE OR REPLACE FUNCTION @extschema@.rl_headers(d @extschema@.rl_decision, limiter pg_catalog.text,
 													 rate double precision, burst integer)
-RETURNS jsonb
+RETURNS pg_catalog.jsonb
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 AS $$ SELECT @extschema@.rl_sql_headers(d, limiter, rate, burst) $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_headers(d @extschema@.rl_decision, limiter text)
-RETURNS jsonb
+CREATE OR REPLACE FUNCTION @extschema@.rl_headers(d @extschema@.rl_decision, limiter pg_catalog.text)
+RETURNS pg_catalog.jsonb
 LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
@@ -1458,13 +1458,13 @@ $$;
 -- PostgREST: take by the limiter's policy; a denial is the HTTP 429 that
 -- PostgREST builds from SQLSTATE PGRST: the message is the response body,
 -- the detail its status and headers.
-CREATE OR REPLACE FUNCTION @extschema@.rl_guard(limiter text, key text, cost integer DEFAULT 1)
+CREATE OR REPLACE FUNCTION @extschema@.rl_guard(limiter pg_catalog.text, key pg_catalog.text, cost integer DEFAULT 1)
 RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
 	d @extschema@.rl_decision := @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false);
-	headers jsonb;
+	headers pg_catalog.jsonb;
 BEGIN
 	IF d.allowed THEN
 		RETURN;
@@ -1477,8 +1477,8 @@ BEGIN
 			'details', pg_catalog.format('The rate limit %s is exhausted.', limiter),
 			'hint', CASE WHEN headers OPERATOR(pg_catalog.?) 'Retry-After'
 					THEN pg_catalog.format('Retry in %s seconds.', headers OPERATOR(pg_catalog.->>) 'Retry-After')
-					ELSE 'This request costs more than the limit ever allows.' END)::text,
-		DETAIL = pg_catalog.json_build_object('status', 429, 'headers', headers)::text;
+					ELSE 'This request costs more than the limit ever allows.' END)::pg_catalog.text,
+		DETAIL = pg_catalog.json_build_object('status', 429, 'headers', headers)::pg_catalog.text;
 END
 $$;
 
@@ -1490,14 +1490,14 @@ CALL pg_temp.rl_sql_run($script$
 
 -- IPv4-mapped IPv6 (::ffff:a.b.c.d) as IPv4, judged by its bits; any
 -- netmask dropped
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_unmap(ip inet)
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_unmap(ip pg_catalog.inet)
+RETURNS pg_catalog.inet
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-	SELECT CASE WHEN pg_catalog.host(ip)::inet OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::inet
-		   THEN '0.0.0.0'::inet OPERATOR(pg_catalog.+)
-				(pg_catalog.host(ip)::inet OPERATOR(pg_catalog.-) '::ffff:0.0.0.0'::inet)
-		   ELSE pg_catalog.host(ip)::inet END
+	SELECT CASE WHEN pg_catalog.host(ip)::pg_catalog.inet OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::pg_catalog.inet
+		   THEN '0.0.0.0'::pg_catalog.inet OPERATOR(pg_catalog.+)
+				(pg_catalog.host(ip)::pg_catalog.inet OPERATOR(pg_catalog.-) '::ffff:0.0.0.0'::pg_catalog.inet)
+		   ELSE pg_catalog.host(ip)::pg_catalog.inet END
 $$;
 
 -- One node of a header as an address, or NULL when malformed: IPv4 as four
@@ -1506,19 +1506,19 @@ $$;
 -- IPv6 is RFC 4291 text with at most one "::", optionally ending in dotted
 -- IPv4, with an optional "%zone" of unreserved characters, which is dropped.
 -- The unspecified addresses are malformed.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_node(node text, bare_ipv6 boolean)
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_node(node pg_catalog.text, bare_ipv6 boolean)
+RETURNS pg_catalog.inet
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-	ipv4 constant text := '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}';
-	port constant text := '([1-9][0-9]{0,4})';
-	h16 constant text := '[0-9A-Fa-f]{1,4}';
-	address text;
-	port_text text;
-	parts text[];
+	ipv4 constant pg_catalog.text := '(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}';
+	port constant pg_catalog.text := '([1-9][0-9]{0,4})';
+	h16 constant pg_catalog.text := '[0-9A-Fa-f]{1,4}';
+	address pg_catalog.text;
+	port_text pg_catalog.text;
+	parts pg_catalog.text[];
 	groups integer;
-	ip inet;
+	ip pg_catalog.inet;
 BEGIN
 	IF node OPERATOR(pg_catalog.=) '' OR pg_catalog.octet_length(node) OPERATOR(pg_catalog.>) 64 THEN
 		RETURN NULL;
@@ -1541,8 +1541,8 @@ BEGIN
 		IF parts[2] IS NOT NULL AND parts[3]::integer OPERATOR(pg_catalog.>) 65535 THEN
 			RETURN NULL;
 		END IF;
-		ip := parts[1]::inet;
-		RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '0.0.0.0'::inet THEN ip END;
+		ip := parts[1]::pg_catalog.inet;
+		RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '0.0.0.0'::pg_catalog.inet THEN ip END;
 	ELSIF bare_ipv6 THEN
 		address := node;
 	ELSE
@@ -1582,8 +1582,8 @@ BEGIN
 			RETURN NULL;
 		END IF;
 	END IF;
-	ip := @extschema@.rl_sql_unmap(address::inet);
-	RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '::'::inet AND ip OPERATOR(pg_catalog.<>) '0.0.0.0'::inet
+	ip := @extschema@.rl_sql_unmap(address::pg_catalog.inet);
+	RETURN CASE WHEN ip OPERATOR(pg_catalog.<>) '::'::pg_catalog.inet AND ip OPERATOR(pg_catalog.<>) '0.0.0.0'::pg_catalog.inet
 		   THEN ip END;
 END
 $$;
@@ -1591,14 +1591,14 @@ $$;
 -- trusted as normalised ranges: a range inside ::ffff:0:0/96 with a prefix
 -- of 96 or more is the IPv4 range it maps; refused: a NULL element, /0 in
 -- either family, and an IPv6 range that covers all of ::ffff:0:0/96
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted(trusted cidr[])
-RETURNS inet[]
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted(trusted pg_catalog.cidr[])
+RETURNS pg_catalog.inet[]
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-	range cidr;
-	ranges inet[] := '{}';
-	why text;
+	range pg_catalog.cidr;
+	ranges pg_catalog.inet[] := '{}';
+	why pg_catalog.text;
 BEGIN
 	IF trusted IS NULL THEN
 		RETURN ranges;
@@ -1611,25 +1611,25 @@ BEGIN
 			WHEN pg_catalog.masklen(range) OPERATOR(pg_catalog.=) 0
 			THEN 'has a prefix length of 0, which would trust every address'
 			WHEN pg_catalog.family(range) OPERATOR(pg_catalog.=) 6 AND pg_catalog.masklen(range) OPERATOR(pg_catalog.<=) 96
-				 AND '::ffff:0:0/96'::cidr OPERATOR(pg_catalog.<<=) range
+				 AND '::ffff:0:0/96'::pg_catalog.cidr OPERATOR(pg_catalog.<<=) range
 			THEN 'covers all of ::ffff:0:0/96, which would trust every IPv4 address' END;
 		IF why IS NOT NULL THEN
 			RAISE EXCEPTION 'trusted must not contain %', range USING ERRCODE = '22023',
 				DETAIL = pg_catalog.format('%s %s.', range, why),
 				HINT = 'Name only your own proxies.';
 		END IF;
-		IF pg_catalog.family(range) OPERATOR(pg_catalog.=) 6 AND range OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::cidr THEN
+		IF pg_catalog.family(range) OPERATOR(pg_catalog.=) 6 AND range OPERATOR(pg_catalog.<<=) '::ffff:0:0/96'::pg_catalog.cidr THEN
 			ranges := ranges OPERATOR(pg_catalog.||) pg_catalog.set_masklen(@extschema@.rl_sql_unmap(range),
 				pg_catalog.masklen(range) OPERATOR(pg_catalog.-) 96);
 		ELSE
-			ranges := ranges OPERATOR(pg_catalog.||) range::inet;
+			ranges := ranges OPERATOR(pg_catalog.||) range::pg_catalog.inet;
 		END IF;
 	END LOOP;
 	RETURN ranges;
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_is_trusted(ip inet, ranges inet[])
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_is_trusted(ip pg_catalog.inet, ranges pg_catalog.inet[])
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
@@ -1645,9 +1645,9 @@ $$;
 -- of name=value pairs (a token or a quoted-string) separated by ";",
 -- elements by ","; spaces and tabs around those, not around "="; an element
 -- with not exactly one for=, or any syntax error, is malformed.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_next_node(forwarded boolean, header bytea,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_next_node(forwarded boolean, header pg_catalog.bytea,
 														   INOUT unread integer,
-														   OUT step text, OUT node inet)
+														   OUT step pg_catalog.text, OUT node pg_catalog.inet)
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
@@ -1666,7 +1666,7 @@ DECLARE
 	for_end integer;
 	slashes integer;
 	closing boolean;
-	text_of_node text;
+	text_of_node pg_catalog.text;
 BEGIN
 	step := 'malformed';
 	unread := 0;
@@ -1820,14 +1820,14 @@ $$;
 
 -- The address the nearest trusted proxy saw, walking header from the right
 -- from remote: at most 64 trusted entries, the peer not counted.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_client_addr(forwarded boolean, remote inet,
-															 header bytea, unread integer,
-															 ranges inet[])
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_client_addr(forwarded boolean, remote pg_catalog.inet,
+															 header pg_catalog.bytea, unread integer,
+															 ranges pg_catalog.inet[])
+RETURNS pg_catalog.inet
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-	cur inet := @extschema@.rl_sql_unmap(remote);
+	cur pg_catalog.inet := @extschema@.rl_sql_unmap(remote);
 	next record;
 	hops integer;
 BEGIN
@@ -1849,18 +1849,18 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_header_bytes(header text)
-RETURNS bytea
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_header_bytes(header pg_catalog.text)
+RETURNS pg_catalog.bytea
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$ SELECT COALESCE(pg_catalog.convert_to(header, pg_catalog.getdatabaseencoding()), '\x'::bytea) $$;
+AS $$ SELECT COALESCE(pg_catalog.convert_to(header, pg_catalog.getdatabaseencoding()), '\x'::pg_catalog.bytea) $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote inet, xff text, trusted cidr[])
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote pg_catalog.inet, xff pg_catalog.text, trusted pg_catalog.cidr[])
+RETURNS pg_catalog.inet
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 AS $$
 DECLARE
-	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
-	header bytea;
+	ranges pg_catalog.inet[] := @extschema@.rl_sql_trusted(trusted);
+	header pg_catalog.bytea;
 BEGIN
 	IF remote IS NULL THEN
 		RETURN NULL;
@@ -1870,14 +1870,14 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip_forwarded(remote inet, forwarded text,
-																 trusted cidr[])
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip_forwarded(remote pg_catalog.inet, forwarded pg_catalog.text,
+																 trusted pg_catalog.cidr[])
+RETURNS pg_catalog.inet
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 AS $$
 DECLARE
-	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
-	header bytea;
+	ranges pg_catalog.inet[] := @extschema@.rl_sql_trusted(trusted);
+	header pg_catalog.bytea;
 BEGIN
 	IF remote IS NULL THEN
 		RETURN NULL;
@@ -1888,17 +1888,17 @@ END
 $$;
 
 -- a comma-separated list of addresses and CIDR ranges
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_list(list text)
-RETURNS cidr[]
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_list(list pg_catalog.text)
+RETURNS pg_catalog.cidr[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-	SELECT pg_catalog.array_agg(pg_catalog.btrim(e.entry, E' \t')::cidr)
+	SELECT pg_catalog.array_agg(pg_catalog.btrim(e.entry, E' \t')::pg_catalog.cidr)
 	FROM pg_catalog.regexp_split_to_table(list, ',') AS e(entry)
 $$;
 
 -- the trusted proxies of rl_settings' trusted_proxies row
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_trusted_proxies()
-RETURNS cidr[]
+RETURNS pg_catalog.cidr[]
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 	SELECT @extschema@.rl_sql_trusted_list(s.value) FROM @extschema@.rl_settings s
@@ -1913,7 +1913,7 @@ RETURNS trigger
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
-	entry text;
+	entry pg_catalog.text;
 BEGIN
 	IF NEW.name OPERATOR(pg_catalog.<>) 'trusted_proxies' THEN
 		RETURN NEW;
@@ -1924,7 +1924,7 @@ BEGIN
 			IF entry OPERATOR(pg_catalog.=) '' THEN
 				RAISE EXCEPTION 'an empty entry';
 			END IF;
-			PERFORM entry::cidr;
+			PERFORM entry::pg_catalog.cidr;
 		EXCEPTION WHEN OTHERS THEN
 			RAISE EXCEPTION 'trusted_proxies must be a comma-separated list of addresses and CIDR ranges'
 				USING ERRCODE = '22023',
@@ -1942,8 +1942,8 @@ CREATE OR REPLACE TRIGGER rl_settings_check
 	BEFORE INSERT OR UPDATE ON @extschema@.rl_settings
 	FOR EACH ROW EXECUTE FUNCTION @extschema@.rl_sql_settings_check();
 
-CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote inet, xff text)
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_client_ip(remote pg_catalog.inet, xff pg_catalog.text)
+RETURNS pg_catalog.inet
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 AS $$ SELECT @extschema@.rl_client_ip(remote, xff, @extschema@.rl_sql_trusted_proxies()) $$;
 
@@ -1951,26 +1951,26 @@ AS $$ SELECT @extschema@.rl_client_ip(remote, xff, @extschema@.rl_sql_trusted_pr
 -- request.headers; its rightmost entry, written by the proxy in front of
 -- PostgREST, plays the peer's part.  No such header, or no valid rightmost
 -- entry: NULL.
-CREATE OR REPLACE FUNCTION @extschema@.rl_request_ip(trusted cidr[] DEFAULT NULL,
-														header text DEFAULT 'x-forwarded-for')
-RETURNS inet
+CREATE OR REPLACE FUNCTION @extschema@.rl_request_ip(trusted pg_catalog.cidr[] DEFAULT NULL,
+														header pg_catalog.text DEFAULT 'x-forwarded-for')
+RETURNS pg_catalog.inet
 LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
 AS $$
 DECLARE
-	ranges inet[] := @extschema@.rl_sql_trusted(trusted);
-	headers text;
-	value bytea;
+	ranges pg_catalog.inet[] := @extschema@.rl_sql_trusted(trusted);
+	headers pg_catalog.text;
+	value pg_catalog.bytea;
 	proxy_saw record;
 BEGIN
 	PERFORM @extschema@.rl_sql_require_text(header, 'header');
 	headers := pg_catalog.current_setting('request.headers', true);
-	IF headers IS NULL OR headers::text OPERATOR(pg_catalog.=) ''
-		OR pg_catalog.jsonb_typeof(headers::jsonb) OPERATOR(pg_catalog.<>) 'object'
-		OR COALESCE(pg_catalog.jsonb_typeof(headers::jsonb OPERATOR(pg_catalog.->) pg_catalog.lower(header)), '')
+	IF headers IS NULL OR headers::pg_catalog.text OPERATOR(pg_catalog.=) ''
+		OR pg_catalog.jsonb_typeof(headers::pg_catalog.jsonb) OPERATOR(pg_catalog.<>) 'object'
+		OR COALESCE(pg_catalog.jsonb_typeof(headers::pg_catalog.jsonb OPERATOR(pg_catalog.->) pg_catalog.lower(header)), '')
 		   OPERATOR(pg_catalog.<>) 'string' THEN
 		RETURN NULL;
 	END IF;
-	value := @extschema@.rl_sql_header_bytes(headers::jsonb OPERATOR(pg_catalog.->>) pg_catalog.lower(header));
+	value := @extschema@.rl_sql_header_bytes(headers::pg_catalog.jsonb OPERATOR(pg_catalog.->>) pg_catalog.lower(header));
 	proxy_saw := @extschema@.rl_sql_next_node(false, value, pg_catalog.length(value));
 	IF proxy_saw.step OPERATOR(pg_catalog.<>) 'node' THEN
 		RETURN NULL;
@@ -1981,12 +1981,12 @@ $$;
 
 -- IPv4 (and IPv4-mapped) as its dotted address; IPv6 masked to its first
 -- ipv6_prefix bits, written with the prefix length
-CREATE OR REPLACE FUNCTION @extschema@.rl_ip_key(ip inet, ipv6_prefix integer DEFAULT 64)
-RETURNS text
+CREATE OR REPLACE FUNCTION @extschema@.rl_ip_key(ip pg_catalog.inet, ipv6_prefix integer DEFAULT 64)
+RETURNS pg_catalog.text
 LANGUAGE plpgsql STRICT IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 AS $$
 DECLARE
-	host inet := @extschema@.rl_sql_unmap(ip);
+	host pg_catalog.inet := @extschema@.rl_sql_unmap(ip);
 	low bigint;
 BEGIN
 	IF ipv6_prefix OPERATOR(pg_catalog.<) 1 OR ipv6_prefix OPERATOR(pg_catalog.>) 128 THEN
@@ -1999,7 +1999,7 @@ BEGIN
 	host := pg_catalog.network(pg_catalog.set_masklen(host, ipv6_prefix));
 	-- RFC 5952 text: PostgreSQL writes ::/96 addresses as ::a.b.c.d
 	IF pg_catalog.strpos(pg_catalog.host(host), '.') OPERATOR(pg_catalog.>) 0 THEN
-		low := host OPERATOR(pg_catalog.-) '::'::inet;
+		low := host OPERATOR(pg_catalog.-) '::'::pg_catalog.inet;
 		RETURN '::' OPERATOR(pg_catalog.||)
 			CASE WHEN low OPERATOR(pg_catalog.>=) 65536
 				 THEN pg_catalog.to_hex(low OPERATOR(pg_catalog./) 65536) OPERATOR(pg_catalog.||) ':' ELSE '' END
@@ -2026,14 +2026,14 @@ DECLARE
 	object record;
 BEGIN
 	FOR object IN
-		SELECT 'FUNCTION ' OPERATOR(pg_catalog.||) p.oid::regprocedure::text AS name
+		SELECT 'FUNCTION ' OPERATOR(pg_catalog.||) p.oid::regprocedure::pg_catalog.text AS name
 		FROM pg_catalog.pg_proc p
-		WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+		WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
 		  AND p.proname OPERATOR(pg_catalog.~) '^rl_'
 		UNION ALL
-		SELECT 'TABLE ' OPERATOR(pg_catalog.||) c.oid::regclass::text
+		SELECT 'TABLE ' OPERATOR(pg_catalog.||) c.oid::pg_catalog.regclass::pg_catalog.text
 		FROM pg_catalog.pg_class c
-		WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::regnamespace
+		WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
 		  AND c.relname OPERATOR(pg_catalog.~) '^rl_' AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v}')
 	LOOP
 		EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', object.name);
@@ -2042,27 +2042,27 @@ END
 $privileges$;
 
 GRANT EXECUTE ON FUNCTION
-	@extschema@.rl_take(text, text, double precision, integer, integer),
-	@extschema@.rl_take(text, text, integer),
-	@extschema@.rl_take_all(text[], text[], integer[]),
-	@extschema@.rl_take_all(text[], text[], double precision[], integer[], integer[]),
-	@extschema@.rl_take_all_detail(text[], text[], integer[]),
-	@extschema@.rl_take_all_detail(text[], text[], double precision[], integer[], integer[]),
-	@extschema@.rl_headers(@extschema@.rl_decision, text, double precision, integer),
-	@extschema@.rl_headers(@extschema@.rl_decision, text),
-	@extschema@.rl_guard(text, text, integer),
+	@extschema@.rl_take(pg_catalog.text, pg_catalog.text, double precision, integer, integer),
+	@extschema@.rl_take(pg_catalog.text, pg_catalog.text, integer),
+	@extschema@.rl_take_all(pg_catalog.text[], pg_catalog.text[], integer[]),
+	@extschema@.rl_take_all(pg_catalog.text[], pg_catalog.text[], double precision[], integer[], integer[]),
+	@extschema@.rl_take_all_detail(pg_catalog.text[], pg_catalog.text[], integer[]),
+	@extschema@.rl_take_all_detail(pg_catalog.text[], pg_catalog.text[], double precision[], integer[], integer[]),
+	@extschema@.rl_headers(@extschema@.rl_decision, pg_catalog.text, double precision, integer),
+	@extschema@.rl_headers(@extschema@.rl_decision, pg_catalog.text),
+	@extschema@.rl_guard(pg_catalog.text, pg_catalog.text, integer),
 	@extschema@.rl_store_status(),
 	@extschema@.rl_stats_read(),
 	@extschema@.rl_cleanup_runs(),
 	@extschema@.rl_sql_version(),
-	@extschema@.rl_client_ip(inet, text, cidr[]),
-	@extschema@.rl_client_ip(inet, text),
-	@extschema@.rl_client_ip_forwarded(inet, text, cidr[]),
-	@extschema@.rl_request_ip(cidr[], text),
-	@extschema@.rl_ip_key(inet, integer)
+	@extschema@.rl_client_ip(pg_catalog.inet, pg_catalog.text, pg_catalog.cidr[]),
+	@extschema@.rl_client_ip(pg_catalog.inet, pg_catalog.text),
+	@extschema@.rl_client_ip_forwarded(pg_catalog.inet, pg_catalog.text, pg_catalog.cidr[]),
+	@extschema@.rl_request_ip(pg_catalog.cidr[], pg_catalog.text),
+	@extschema@.rl_ip_key(pg_catalog.inet, integer)
 TO PUBLIC;
 GRANT SELECT ON @extschema@.rl_policies, @extschema@.rl_stats TO PUBLIC;
 
 $script$);
 
-DROP PROCEDURE pg_temp.rl_sql_run(text);
+DROP PROCEDURE pg_temp.rl_sql_run(pg_catalog.text);

@@ -4,7 +4,7 @@
 -- tables; and no search_path of its own, nor an operator it creates, moves
 -- a decision.  Run as a role without grants (rl_sql_plain).
 BEGIN;
-SELECT plan(20);
+SELECT plan(21);
 
 SELECT is((rl_take('roles', 'ada', 1.0 / 60, 2)).allowed, true, 'it decides');
 SELECT is((rl_take('roles', 'ada', 1.0 / 60, 2)).remaining, 0, 'and spends its budget');
@@ -29,9 +29,12 @@ FROM unnest(ARRAY[
 ]) AS q;
 
 -- its own schema (test/sqled/setup.sql), first on its path, with an = on bytea that matches
--- every key and a + on bigint that adds nothing, usable by every role (the
--- owner of the functions too): the decisions are the same
+-- every key, a + on bigint that adds nothing, and types named bytea and
+-- inet that are text, usable by every role (the owner of the functions
+-- too): the decisions and addresses are the same
 GRANT USAGE ON SCHEMA rl_sql_hostile TO PUBLIC;
+CREATE DOMAIN rl_sql_hostile.bytea AS pg_catalog.text;
+CREATE DOMAIN rl_sql_hostile.inet AS pg_catalog.text;
 CREATE FUNCTION rl_sql_hostile.always(bytea, bytea) RETURNS boolean
 LANGUAGE sql AS $$ SELECT true $$;
 CREATE OPERATOR rl_sql_hostile.= (LEFTARG = bytea, RIGHTARG = bytea, FUNCTION = rl_sql_hostile.always);
@@ -42,6 +45,8 @@ SET LOCAL search_path = rl_sql_hostile, pg_catalog, public;
 SELECT is((public.rl_take('roles', 'bob', 1.0 / 60, 2)).remaining, 1, 'a hostile path: another key is not this one');
 SELECT is((public.rl_take('roles', 'bob', 1.0 / 60, 2)).remaining, 0, 'a hostile path: cells are still spent');
 SELECT is((public.rl_take('roles', 'ada', 1.0 / 60, 2, 0)).remaining, 0, 'a hostile path: the first key is still spent');
+SELECT is(public.rl_client_ip('10.0.0.1', '203.0.113.7', '{10.0.0.0/8}')::pg_catalog.text, '203.0.113.7/32',
+		  'a hostile path: the same client address');
 RESET search_path;
 
 SELECT * FROM finish();
