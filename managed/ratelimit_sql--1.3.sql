@@ -483,6 +483,23 @@ BEGIN
 END
 $$;
 
+-- A standby's buckets would answer differently from its primary's (and an
+-- unlogged table is unreadable there): every function that decides or
+-- touches buckets refuses.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_refuse_recovery(function pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $$
+BEGIN
+	IF pg_catalog.pg_is_in_recovery() THEN
+		RAISE EXCEPTION '% cannot run on a hot standby', function
+			USING ERRCODE = '25006',
+				  DETAIL = 'Rate-limit buckets live in an unlogged table, which is empty and unreadable during recovery.',
+				  HINT = 'Send rate-limit calls to the primary.';
+	END IF;
+END
+$$;
+
 -- the time argument at: present and finite, in microseconds
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_at(at timestamp with time zone)
 RETURNS bigint
@@ -721,6 +738,7 @@ BEGIN
 	IF NOT at_given THEN
 		now := @extschema@.rl_sql_now();
 	END IF;
+	PERFORM @extschema@.rl_sql_refuse_recovery(function);
 	RETURN @extschema@.rl_sql_decision(
 		@extschema@.rl_sql_take_rl_buckets(@extschema@.rl_sql_key(limiter, key),
 										   @extschema@.rl_sql_limit(rate, burst, cost, now),
@@ -730,7 +748,7 @@ END
 $$;
 
 -- The body of rl_take(limiter, key, cost), its rl_take_at and rl_guard.
-CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_policy(limiter pg_catalog.text, key pg_catalog.text, cost integer,
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_policy(function pg_catalog.text, limiter pg_catalog.text, key pg_catalog.text, cost integer,
 															 now bigint, at_given boolean)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -751,6 +769,7 @@ BEGIN
 		now := @extschema@.rl_sql_now();
 	END IF;
 	l := @extschema@.rl_sql_policy(limiter, cost, now);
+	PERFORM @extschema@.rl_sql_refuse_recovery(function);
 	RETURN @extschema@.rl_sql_decision(
 		@extschema@.rl_sql_take_key(@extschema@.rl_sql_key(limiter, key), l, now, at_given, cost),
 		l.shadow);
@@ -774,13 +793,13 @@ AS $$ BEGIN RETURN @extschema@.rl_sql_take_explicit('rl_take_at', limiter, key, 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take(limiter pg_catalog.text, key pg_catalog.text, cost integer DEFAULT 1)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false); END $$;
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy('rl_take', limiter, key, cost, NULL, false); END $$;
 
 CREATE OR REPLACE FUNCTION @extschema@.rl_take_at(limiter pg_catalog.text, key pg_catalog.text, cost integer,
 													 at timestamp with time zone)
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
-AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy(limiter, key, cost, @extschema@.rl_sql_at(at), true); END $$;
+AS $$ BEGIN RETURN @extschema@.rl_sql_take_policy('rl_take_at', limiter, key, cost, @extschema@.rl_sql_at(at), true); END $$;
 
 -- Several limits in one decision ----------------------------------------
 
@@ -983,6 +1002,7 @@ BEGIN
 		END LOOP;
 	END LOOP;
 
+	PERFORM @extschema@.rl_sql_refuse_recovery(function);
 	FOR i IN 1 .. n LOOP
 		bucket_table := CASE WHEN l[i].durable THEN 'rl_buckets_durable' ELSE 'rl_buckets' END;
 		EXECUTE pg_catalog.format('SELECT tat, interval_us, lock_until, lock_us FROM @extschema@.%I'
@@ -1131,6 +1151,7 @@ BEGIN
 	IF cost OPERATOR(pg_catalog.<) 0 THEN
 		PERFORM @extschema@.rl_sql_refuse('cost', 0, 0, cost);
 	END IF;
+	PERFORM @extschema@.rl_sql_refuse_recovery('rl_refund');
 	k := @extschema@.rl_sql_key(limiter, key);
 	bucket_table := @extschema@.rl_sql_bucket_table(limiter);
 	now := @extschema@.rl_sql_now();
@@ -1172,6 +1193,7 @@ BEGIN
 	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
 		PERFORM @extschema@.rl_sql_require_text(key, 'key');
 	END IF;
+	PERFORM @extschema@.rl_sql_refuse_recovery('rl_reset');
 	k := @extschema@.rl_sql_key(limiter, key);
 	DELETE FROM @extschema@.rl_buckets b WHERE b.key OPERATOR(pg_catalog.=) k;
 	removed := FOUND;
@@ -1199,6 +1221,7 @@ BEGIN
 	IF key IS NULL OR key OPERATOR(pg_catalog.=) '' THEN
 		PERFORM @extschema@.rl_sql_require_text(key, 'key');
 	END IF;
+	PERFORM @extschema@.rl_sql_refuse_recovery('rl_inspect');
 	bucket_table := @extschema@.rl_sql_bucket_table(limiter);
 	EXECUTE pg_catalog.format('SELECT b.tat, b.interval_us, b.lock_until, b.lock_us FROM @extschema@.%I b'
 							  ' WHERE b.key OPERATOR(pg_catalog.=) $1', bucket_table)
@@ -1222,6 +1245,7 @@ DECLARE
 	unlogged bigint;
 	logged bigint;
 BEGIN
+	PERFORM @extschema@.rl_sql_refuse_recovery('rl_cleanup');
 	WITH picked AS (
 		SELECT b.ctid FROM @extschema@.rl_buckets b
 		WHERE b.tat OPERATOR(pg_catalog.<=) now
@@ -1463,7 +1487,7 @@ RETURNS void
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 AS $$
 DECLARE
-	d @extschema@.rl_decision := @extschema@.rl_sql_take_policy(limiter, key, cost, NULL, false);
+	d @extschema@.rl_decision := @extschema@.rl_sql_take_policy('rl_guard', limiter, key, cost, NULL, false);
 	headers pg_catalog.jsonb;
 BEGIN
 	IF d.allowed THEN
