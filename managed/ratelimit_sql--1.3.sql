@@ -31,6 +31,11 @@ BEGIN
 END
 $install$;
 
+-- Whether this is a first install (privileges below).
+DROP TABLE IF EXISTS pg_temp.rl_sql_install;
+CREATE TEMP TABLE rl_sql_install AS
+SELECT pg_catalog.to_regclass(pg_catalog.format('%I.rl_buckets', pg_catalog.current_schema())) IS NULL AS fresh;
+
 -- Runs one piece of this script with @extschema@ replaced by the schema.
 CREATE OR REPLACE PROCEDURE pg_temp.rl_sql_run(script pg_catalog.text)
 LANGUAGE plpgsql AS $$
@@ -2040,27 +2045,75 @@ CALL pg_temp.rl_sql_run($script$
 
 -- Privileges --------------------------------------------------------------
 
+-- Every object of the edition in this schema, as a kind and a qualified
+-- name that GRANT, REVOKE and DROP take: the install sets their privileges
+-- from it, the uninstall drops them by it.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_objects(OUT kind pg_catalog.text,
+													   OUT identity pg_catalog.text)
+RETURNS SETOF record
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+	SELECT 'FUNCTION', pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
+										 pg_catalog.oidvectortypes(p.proargtypes))
+	FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+	WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+	  AND (p.proname OPERATOR(pg_catalog.~) '^rl_sql_'
+		   OR p.proname OPERATOR(pg_catalog.=) ANY ('{rl_cleanup,rl_cleanup_runs,rl_client_ip,
+				rl_client_ip_forwarded,rl_guard,rl_headers,rl_inspect,rl_ip_key,rl_refund,
+				rl_request_ip,rl_reset,rl_stats_read,rl_stats_reset,rl_store_status,rl_take,
+				rl_take_all,rl_take_all_detail,rl_take_at}'::pg_catalog.name[]))
+	UNION ALL
+	SELECT CASE WHEN c.relkind OPERATOR(pg_catalog.=) 'v' THEN 'VIEW' ELSE 'TABLE' END,
+		   pg_catalog.format('%I.%I', n.nspname, c.relname)
+	FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+	WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+	  AND c.relname OPERATOR(pg_catalog.=) ANY ('{rl_buckets,rl_buckets_durable,rl_policies,rl_settings,
+												 rl_stats}'::pg_catalog.name[])
+	UNION ALL
+	SELECT 'TYPE', pg_catalog.format('%I.%I', n.nspname, t.typname)
+	FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) t.typnamespace
+	WHERE t.typnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+	  AND t.typname OPERATOR(pg_catalog.=) ANY ('{rl_decision,rl_decision_all,rl_decision_detail,
+												rl_sql_verdict,rl_sql_limit}'::pg_catalog.name[])
+$$;
+
 -- Explicit, whatever ALTER DEFAULT PRIVILEGES says: any role decides, reads
 -- the policies and finds its client's address; the functions that forge
 -- time, wipe or give back budgets, tell a key's use or do maintenance are
 -- for the roles they are granted to; only the owner touches the tables and
--- the functions behind the public ones.
+-- the functions behind the public ones.  A first install revokes what
+-- default privileges granted anyone; an install over an installation keeps
+-- the grants an administrator gave since.
 DO $privileges$
 DECLARE
 	object record;
 BEGIN
+	FOR object IN SELECT * FROM @extschema@.rl_sql_objects() WHERE kind OPERATOR(pg_catalog.<>) 'TYPE' LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC',
+								  CASE WHEN object.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN 'FUNCTION' ELSE 'TABLE' END,
+								  object.identity);
+	END LOOP;
+	IF NOT (SELECT fresh FROM pg_temp.rl_sql_install) THEN
+		RETURN;
+	END IF;
 	FOR object IN
-		SELECT 'FUNCTION ' OPERATOR(pg_catalog.||) p.oid::regprocedure::pg_catalog.text AS name
-		FROM pg_catalog.pg_proc p
-		WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
-		  AND p.proname OPERATOR(pg_catalog.~) '^rl_'
-		UNION ALL
-		SELECT 'TABLE ' OPERATOR(pg_catalog.||) c.oid::pg_catalog.regclass::pg_catalog.text
-		FROM pg_catalog.pg_class c
-		WHERE c.relnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
-		  AND c.relname OPERATOR(pg_catalog.~) '^rl_' AND c.relkind OPERATOR(pg_catalog.=) ANY ('{r,v}')
+		SELECT o.kind, o.identity, a.grantee::pg_catalog.regrole
+		FROM @extschema@.rl_sql_objects() AS o
+		JOIN pg_catalog.pg_proc p ON o.kind OPERATOR(pg_catalog.=) 'FUNCTION'
+			AND p.oid OPERATOR(pg_catalog.=) o.identity::pg_catalog.regprocedure,
+			 pg_catalog.aclexplode(p.proacl) AS a
+		WHERE a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) p.proowner
+		UNION
+		SELECT o.kind, o.identity, a.grantee::pg_catalog.regrole
+		FROM @extschema@.rl_sql_objects() AS o
+		JOIN pg_catalog.pg_class c ON o.kind OPERATOR(pg_catalog.<>) 'FUNCTION' AND o.kind OPERATOR(pg_catalog.<>) 'TYPE'
+			AND c.oid OPERATOR(pg_catalog.=) o.identity::pg_catalog.regclass,
+			 pg_catalog.aclexplode(c.relacl) AS a
+		WHERE a.grantee OPERATOR(pg_catalog.<>) 0 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner
 	LOOP
-		EXECUTE pg_catalog.format('REVOKE ALL ON %s FROM PUBLIC', object.name);
+		EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s',
+								  CASE WHEN object.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN 'FUNCTION' ELSE 'TABLE' END,
+								  object.identity, object.grantee);
 	END LOOP;
 END
 $privileges$;
@@ -2090,3 +2143,4 @@ GRANT SELECT ON @extschema@.rl_policies, @extschema@.rl_stats TO PUBLIC;
 $script$);
 
 DROP PROCEDURE pg_temp.rl_sql_run(pg_catalog.text);
+DROP TABLE pg_temp.rl_sql_install;
