@@ -1,10 +1,12 @@
 # sign_in_fastapi.py: apt-get install -y python3-fastapi python3-uvicorn python3-multipart python3-psycopg
 # DATABASE_URL=postgres://web:change-me@localhost/app PYTHONPATH=/path/to/ratelimit/clients/python/src python3 sign_in_fastapi.py
+import logging
 import os
 
 import uvicorn
 from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import PlainTextResponse
+from ratelimit_client import RateLimitError
 from ratelimit_client.aio import AsyncLimiter
 from ratelimit_client.fastapi import RateLimit, client_ip
 
@@ -30,7 +32,13 @@ sign_in_limits = RateLimit(limiter, {"sign_in_ip": None, "sign_in_failures": ema
                                      "sign_in_lockout": email_and_address}, trusted=nginx)
 
 
-# a client's error (a RateLimitError): uvicorn logs it, Starlette answers a plain 500
+# a client's error (a bad call, a privilege revoked): logged, and a plain 500
+@app.exception_handler(RateLimitError)
+async def client_error(request: Request, error: RateLimitError) -> PlainTextResponse:
+    logging.getLogger("uvicorn.error").error("ratelimit: %s", error)
+    return PlainTextResponse("Internal Server Error\n", status_code=500)
+
+
 @app.post("/login", response_class=PlainTextResponse, dependencies=[Depends(sign_in_limits)])
 async def login(request: Request, response: Response) -> str:
     if (await request.form()).get("password") != "right":  # ... check the password

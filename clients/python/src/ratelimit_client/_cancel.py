@@ -19,35 +19,50 @@ _lock = threading.Lock()
 _running = 0
 
 
-def _cancel_then_close(pgconn):
+def _cancel_then(canceller, pgconn, close):
     global _running
     try:
-        pgconn.get_cancel().cancel()
+        canceller.cancel()
     except Exception:
         pass    # a failed cancel is fine: closing ends the session anyway
     finally:
-        pgconn.finish()
+        if close:
+            pgconn.finish()
         with _lock:
             _running -= 1
 
 
+def _start(pgconn, close):
+    """Cancel pgconn's query on a daemon thread, then close pgconn if close;
+    False when it could not start (MAX_CANCELS in progress, no thread)."""
+    global _running
+    with _lock:
+        start = _running < MAX_CANCELS
+        if start:
+            _running += 1
+    if not start:
+        return False
+    try:
+        # made here, where the connection is used, not on the thread
+        canceller = pgconn.get_cancel()
+        threading.Thread(target=_cancel_then, args=(canceller, pgconn, close), daemon=True,
+                         name="ratelimit-cancel").start()
+        return True
+    except Exception:
+        with _lock:
+            _running -= 1
+        return False
+
+
 def discard(pgconn, in_flight):
     """Close pgconn (a psycopg.pq.PGconn) without waiting for the network."""
-    global _running
-    if in_flight:
-        with _lock:
-            start = _running < MAX_CANCELS
-            if start:
-                _running += 1
-        if start:
-            try:
-                threading.Thread(target=_cancel_then_close, args=(pgconn,), daemon=True,
-                                 name="ratelimit-cancel").start()
-                return
-            except RuntimeError:
-                with _lock:
-                    _running -= 1
-    pgconn.finish()
+    if not (in_flight and _start(pgconn, True)):
+        pgconn.finish()
+
+
+def cancel(pgconn):
+    """Cancel pgconn's query without waiting for the network; pgconn stays open."""
+    _start(pgconn, False)
 
 
 def running():

@@ -1,5 +1,5 @@
 """The limiter for asyncio: psycopg 3's AsyncConnection, each wait bounded by
-asyncio.wait_for.  One AsyncLimiter per event loop."""
+the call's deadline.  One AsyncLimiter per event loop."""
 
 import asyncio
 import time
@@ -72,6 +72,21 @@ class _AsyncPool:
             self.taken -= 1
             _cancel.discard(conn.pgconn, in_flight and not keep)
         self._wake()
+
+    def abandon(self, conn, task):
+        """Free the slot of conn, whose query task outlived its deadline, at once.
+        The task is not cancelled: psycopg 3.2 and later answer a cancelled query by
+        waiting for the server to end it, which a frozen server never does.  The
+        query is cancelled on a thread, and conn closed once the task lets go of it."""
+        self.taken -= 1
+        self._wake()
+        _cancel.cancel(conn.pgconn)
+
+        def close(task):
+            if not task.cancelled():
+                task.exception()    # retrieved: it is the abandoned query's
+            conn.pgconn.finish()
+        task.add_done_callback(close)
 
     def drop_idle(self):
         for conn in self.idle:
@@ -167,12 +182,13 @@ class AsyncLimiter:
                 except psycopg.Error as e:
                     return _core.Outcome(_core.ERROR, _sql.first_line(e))
             read = []
+            task = asyncio.ensure_future(self._run(conn, plan, query, params, read))
             try:
-                row = await asyncio.wait_for(self._run(conn, plan, query, params, read),
-                                                       max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                self._pool.release(conn, False, in_flight=True)
-                return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
+                done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.monotonic()))
+                if not done:
+                    self._pool.abandon(conn, task)
+                    return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
+                row = task.result()
             except psycopg.Error as e:
                 dead = conn.pgconn.status != pq.ConnStatus.OK
                 self._pool.release(conn, not dead and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE)
@@ -183,7 +199,10 @@ class AsyncLimiter:
                 return _sql.failure(e, read[0] if read else None)
             except BaseException:
                 # the caller was cancelled mid-query: the connection may still run it
-                self._pool.release(conn, False, in_flight=True)
+                if task.done():
+                    self._pool.release(conn, False, in_flight=True)
+                else:
+                    self._pool.abandon(conn, task)
                 raise
             self._pool.release(conn, True)
             return _sql.answer(plan, row, read[0] if read else None)
