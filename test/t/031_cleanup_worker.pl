@@ -79,6 +79,22 @@ unlike(slurp_file($node->logfile, $offset), qr/ratelimit cleanup .*"template[01]
 	'templates are not cleaned');
 is(errors($offset), '', 'no error, warning or fatal error so far');
 
+# durable buckets (1.3): rl_buckets_durable is cleaned in the same run, and
+# the run counts both tables
+$offset = -s $node->logfile;
+query('db2', q{
+	INSERT INTO rl_buckets_durable (key, tat, interval_us)
+	SELECT sha256(convert_to('durable ' || i, 'UTF8')),
+		   now() + CASE WHEN i <= 4 THEN interval '-1 hour' ELSE interval '1 hour' END, 1000000
+	FROM generate_series(1, 6) AS i;
+	INSERT INTO rl_buckets VALUES (sha256('\x00'), now() - interval '1 hour', 1000000);
+});
+$node->wait_for_log(qr/LOG:  ratelimit cleanup deleted 5 expired buckets in database "db2"/, $offset);
+is(query('db2', q{SELECT count(*) FROM rl_buckets_durable}), '2',
+	'db2: the 4 expired durable buckets are gone, the 2 live ones stay');
+like(slurp_file($node->logfile, $offset), qr/deleted 5 expired buckets in database "db2"/,
+	'db2: one run counts both tables (4 durable, 1 in rl_buckets), as rl_cleanup_runs records it');
+
 # the extension created later is picked up at a following round
 $offset = -s $node->logfile;
 query('db3', 'CREATE EXTENSION ratelimit');
