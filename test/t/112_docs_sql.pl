@@ -48,6 +48,10 @@ my @setups = (
 	# are the shard's of the block before, on one cluster here
 	[ qr/^CREATE EXTENSION ratelimit_proxy/m => 'DROP ROLE app' ],
 	[ qr/rl_shard_hash|^CREATE SERVER ratelimit/m => 'CREATE EXTENSION ratelimit_proxy CASCADE' ],
+	# the SQL edition's page: its blocks run where it is installed, as a
+	# reader of that page has it
+	[ qr/^INSERT INTO rl_settings|^CREATE SCHEMA ratelimit_c;/m =>
+		  "\\i $ENV{RL_SRC}/managed/ratelimit_sql--1.3.sql" ],
 	[ qr/./ => 'CREATE EXTENSION ratelimit' ]);
 
 # the docs' pages, in name order; the policies page is one story, block
