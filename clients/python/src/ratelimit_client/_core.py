@@ -19,9 +19,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
-from . import gcra
+from . import _rate, gcra
+
+if TYPE_CHECKING:
+    from ._rate import Rate
 
 # 2000-01-01 (PostgreSQL's epoch) in Unix microseconds, and the last
 # microsecond a timestamptz holds: the limits are checked as rl_take checks them
@@ -60,7 +63,7 @@ class Decision:
     limiter: str
     binding: int = 0
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.allowed
 
 
@@ -119,7 +122,8 @@ class RateLimitError(ValueError):
     ...); index is the request at fault in a take_all.
     """
 
-    def __init__(self, message, limiter=None, sqlstate=None, index=0):
+    def __init__(self, message: str, limiter: Optional[str] = None, sqlstate: Optional[str] = None,
+                 index: int = 0) -> None:
         self.message = message
         self.limiter = limiter
         self.sqlstate = sqlstate
@@ -135,13 +139,28 @@ class UnknownLimiterError(RateLimitError):
 
 @dataclass(frozen=True)
 class Request:
-    """One request of a take_all: the explicit form with rate and burst, else by policy."""
+    """One request of a take_all: the explicit form with a rate (a Rate, "5/minute",
+    or per second with burst), else by policy.  rate and burst read as rl_take's."""
 
     limiter: str
     key: str
-    rate: Optional[float] = None
+    rate: "Union[Rate, str, float, None]" = None
     burst: Optional[int] = None
     cost: int = 1
+
+    def __post_init__(self) -> None:
+        rate, burst = _rate.resolve(self.rate, self.burst)
+        object.__setattr__(self, "rate", rate)
+        object.__setattr__(self, "burst", burst)
+
+
+RequestLike = Union[Request, tuple]
+
+
+def call_request(limiter, key, positional, rate, burst, cost):
+    """The Request of a take: keywords, or the 1.x positional (rate, burst, cost)."""
+    given = _rate.legacy(positional, ("rate", "burst", "cost"), {"rate": rate, "burst": burst, "cost": cost})
+    return Request(limiter, key, given["rate"], given["burst"], given["cost"])
 
 
 def mono_us():
@@ -350,6 +369,15 @@ class Core:
 
     # ---- calls ----
 
+    def take_all_items(self, requests):
+        """(kind, items) of a take_all: every request explicit, or every one by policy."""
+        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
+        explicit = {r.rate is not None or r.burst is not None for r in requests}
+        if len(explicit) > 1:
+            raise RateLimitError("requests must all have rate and burst, or none", None, "22023")
+        kind = "all" if explicit == {True} else "all_policy"
+        return kind, self.items(kind, requests)
+
     def items(self, kind, requests):
         """Checked items of a call, as rl_take and rl_take_all check them."""
         explicit = kind in ("take", "all")
@@ -418,7 +446,6 @@ class Core:
             if out.kind in (UNKNOWN, BAD_USE):
                 # the database answered: healthy, and the caller's fault
                 self.retry_db_at = 0
-                error = None
             elif out.kind == OK:
                 self.retry_db_at = 0
                 self.counts["database"] += 1

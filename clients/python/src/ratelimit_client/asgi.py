@@ -7,10 +7,20 @@ limiter name to a function of the ASGI scope that answers the key (client_ip
 is one); several are decided all or nothing.  Only HTTP requests are limited.
 """
 
+from typing import Any, Awaitable, Callable, Iterable, Mapping, MutableMapping, Optional, Union
+
 from . import _web, http
+from ._rate import RateLike
+from .aio import AsyncLimiter
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+KeyFunction = Callable[[Scope], str]
 
 
-def client_ip(scope, trusted=()):
+def client_ip(scope: Scope, trusted: Iterable[str] = ()) -> Optional[str]:
     """rl_ip_key(rl_client_ip(...)) of an ASGI request: scope's client, or the address
     the nearest trusted proxy saw (X-Forwarded-For lines joined in order)."""
     lines = [v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"x-forwarded-for"]
@@ -19,14 +29,16 @@ def client_ip(scope, trusted=()):
 
 
 class RateLimitMiddleware:
-    def __init__(self, app, limiter, limits, *, trusted=(), rate=None, burst=None, cost=1):
+    def __init__(self, app: ASGIApp, limiter: AsyncLimiter, limits: Union[str, Mapping[str, Optional[KeyFunction]]],
+                 *, trusted: Iterable[str] = (), rate: Optional[RateLike] = None, burst: Optional[int] = None,
+                 cost: int = 1) -> None:
         self.app = app
         self.limiter = limiter
-        self.limits, _ = _web.plan(limits, rate, burst, cost)
+        self.limits, rate, burst = _web.plan(limits, rate, burst)
         self.trusted = http._Trusted(trusted)
         self.rate, self.burst, self.cost = rate, burst, cost
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         keys = [client_ip(scope, self.trusted) if key is None else key(scope) for key in self.limits.values()]

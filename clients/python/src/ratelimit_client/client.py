@@ -1,15 +1,18 @@
 """The limiter for threads: psycopg 3 connections with a deadline on every wait."""
 
+import logging
 import select
 import threading
 import time
+from typing import Any, Iterable, Optional
 
 import psycopg
 from psycopg import pq
 from psycopg.waiting import Ready, Wait
 
-from . import _cancel, _core, _sql
-from ._core import Request
+from . import _cancel, _core, _rate, _sql
+from ._core import Decision, Policy, Request, RequestLike, Stats
+from ._rate import RateLike
 
 
 class _Deadline(Exception):
@@ -56,7 +59,7 @@ class _Connection(psycopg.Connection):
         return _wait_until(gen, self.pgconn.socket, self.rl_deadline)
 
 
-def stale(pgconn):
+def _stale(pgconn):
     """True when an idle connection is closed: the server went away (a restart)."""
     if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
         return True
@@ -98,7 +101,7 @@ class _Pool:
             while True:
                 while self.idle:
                     conn = self.idle.pop()
-                    if not stale(conn.pgconn):
+                    if not _stale(conn.pgconn):
                         return conn
                     self.taken -= 1
                     conn.pgconn.finish()
@@ -186,58 +189,59 @@ class Limiter:
     down.  One Limiter serves all the threads of a process; make it after fork.
     """
 
-    def __init__(self, conninfo="", *, schema=None, deadline=0.25, backoff=1.0, pool_size=4,
-                 max_keys=100000, policy_refresh=10.0, warning_interval=60.0, logger=None):
+    def __init__(self, conninfo: str = "", *, schema: Optional[str] = None, deadline: float = 0.25,
+                 backoff: float = 1.0, pool_size: int = 4, max_keys: int = 100000,
+                 policy_refresh: float = 10.0, warning_interval: float = 60.0,
+                 logger: Optional[logging.Logger] = None) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be an int of at least 1")
         self._core = _core.Core(deadline, backoff, max_keys, policy_refresh, warning_interval, logger)
         self._queries = _sql.Queries(schema)
         self._pool = _Pool(conninfo, pool_size)
 
-    def take(self, limiter, key, rate=None, burst=None, cost=1):
-        """Take cost from the bucket of (limiter, key): at rate per second with
-        burst, as rl_take(limiter, key, rate, burst, cost), or without them by
-        the limiter's policy, as rl_take(limiter, key, cost)."""
-        explicit = rate is not None or burst is not None
-        kind = "take" if explicit else "policy"
-        return self._decide(kind, self._core.items(kind, [Request(limiter, key, rate, burst, cost)]))
+    def take(self, limiter: str, key: str, *positional: Any, rate: Optional[RateLike] = None,
+             burst: Optional[int] = None, cost: int = 1) -> Decision:
+        """Take cost from the bucket of (limiter, key): at rate ("5/minute", a
+        Rate, or per second with burst), as rl_take(limiter, key, rate, burst,
+        cost), or without them by the limiter's policy, as rl_take(limiter, key,
+        cost).  take(limiter, key, rate, burst, cost) by position is the 1.x form."""
+        r = _core.call_request(limiter, key, positional, rate, burst, cost)
+        kind = "take" if r.rate is not None or r.burst is not None else "policy"
+        return self._decide(kind, self._core.items(kind, [r]))
 
-    def take_all(self, requests):
+    def take_all(self, requests: Iterable[RequestLike]) -> Decision:
         """Decide 1 to 16 Requests (or (limiter, key[, rate, burst[, cost]]) tuples), all
         or nothing, as rl_take_all: every one explicit, or every one by policy."""
-        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
-        explicit = {r.rate is not None or r.burst is not None for r in requests}
-        if len(explicit) > 1:
-            raise _core.RateLimitError("requests must all have rate and burst, or none", None, "22023")
-        kind = "all" if explicit == {True} else "all_policy"
-        return self._decide(kind, self._core.items(kind, requests))
+        kind, items = self._core.take_all_items(requests)
+        return self._decide(kind, items)
 
-    def refund(self, limiter, key, cost=1):
+    def refund(self, limiter: str, key: str, *positional: Any, cost: int = 1) -> bool:
         """Give cost back to the bucket of (limiter, key), as rl_refund; true when
         it changed a live bucket.  During an outage, the bucket in memory."""
+        cost = _rate.legacy(positional, ("cost",), {"cost": cost})["cost"]
         item = self._core.items("policy", [Request(limiter, key, None, None, cost)])[0]
         result, plan = self._core.refund_begin(item)
         if plan is None:
             return result
         return self._core.refund_finish(plan, self._db(plan))
 
-    def policy(self, limiter):
+    def policy(self, limiter: str) -> Optional[Policy]:
         """The policy last read for limiter (a Policy), or None."""
         p = self._core.policies.get(limiter)
         return None if p is None else p.public()
 
-    def stats(self):
+    def stats(self) -> Stats:
         """The counters (a Stats), at any time."""
         return self._core.stats()
 
-    def close(self):
+    def close(self) -> None:
         """Close the connections, without waiting for the network."""
         self._pool.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Limiter":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _decide(self, kind, items):

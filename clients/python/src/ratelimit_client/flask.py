@@ -14,23 +14,31 @@ and burst, the limiters' policies decide.
 """
 
 import functools
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar, Union
 
 import flask
 
 from . import _web, http
+from ._rate import RateLike
+from .client import Limiter
+
+KeyFunction = Callable[[], str]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def client_ip(trusted=()):
+def client_ip(trusted: Iterable[str] = ()) -> Optional[str]:
     """rl_ip_key(rl_client_ip(...)) of the request: its peer's address, or the one
     the nearest trusted proxy saw (X-Forwarded-For lines joined in order)."""
     xff = ", ".join(flask.request.headers.getlist("X-Forwarded-For")) or None
     return http.ip_key(http.client_ip(flask.request.remote_addr, xff, trusted))
 
 
-def rate_limit(limiter, limits, *, trusted=(), rate=None, burst=None, cost=1):
+def rate_limit(limiter: Limiter, limits: Union[str, Mapping[str, Optional[KeyFunction]]], *,
+               trusted: Iterable[str] = (), rate: Optional[RateLike] = None, burst: Optional[int] = None,
+               cost: int = 1) -> Callable[[F], F]:
     """Decorate a view: a denied request is answered 429 (the view does not run),
     an allowed one gets the RateLimit fields on its response."""
-    limits, _ = _web.plan(limits, rate, burst, cost)
+    limits, rate, burst = _web.plan(limits, rate, burst)
     trusted = http._Trusted(trusted)
 
     def decorator(view):
@@ -45,5 +53,5 @@ def rate_limit(limiter, limits, *, trusted=(), rate=None, burst=None, cost=1):
             for name, value in fields.items():
                 response.headers.setdefault(name, value)
             return response
-        return wrapped
+        return wrapped  # type: ignore[return-value]
     return decorator
