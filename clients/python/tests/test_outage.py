@@ -187,7 +187,7 @@ def test_restart_with_stale_pool(server, make_limiter, monkeypatch, defence):
     whether the checkout finds them closed or a query on one fails (then the others go too)."""
     if defence == "one more try":
         from ratelimit_client import client
-        monkeypatch.setattr(client, "stale", lambda pgconn: False)
+        monkeypatch.setattr(client, "_stale", lambda pgconn: False)
     lim = make_limiter("outage", pool_size=4, backoff=30, deadline=PATIENT)
     key = fresh()
     # four connections open at once, then idle (calls on threads could
