@@ -61,7 +61,8 @@ def test_native_and_positional_forms_decide_alike(make_limiter):
 
 
 PUBLIC = ["ratelimit_client", "ratelimit_client.client", "ratelimit_client.aio", "ratelimit_client.http",
-          "ratelimit_client.flask", "ratelimit_client.asgi", "ratelimit_client.fastapi"]
+          "ratelimit_client.flask", "ratelimit_client.asgi", "ratelimit_client.fastapi",
+          "ratelimit_client.django"]
 
 
 def test_typed():
