@@ -34,7 +34,7 @@ INT32_MAX = 2**31 - 1
 # limiters whose last warning time is remembered
 MAX_WARNED_LIMITERS = 1024
 
-log = logging.getLogger("ratelimit")
+log = logging.getLogger("ratelimit_client")
 
 
 class Source(str, enum.Enum):
@@ -336,6 +336,7 @@ class Outcome:
     policies: list = None       # rl_policies rows, when read
     sqlstate: str = None
     index: int = 0
+    error: Exception = None     # the psycopg error of a BAD_USE or UNKNOWN, its cause
 
 
 class Core:
@@ -461,7 +462,7 @@ class Core:
         if out.kind in (UNKNOWN, BAD_USE):
             i = out.index if 0 <= out.index < len(items) else 0
             cls = UnknownLimiterError if out.kind == UNKNOWN else RateLimitError
-            raise cls(out.detail, items[i].limiter, out.sqlstate, i)
+            raise cls(out.detail, items[i].limiter, out.sqlstate, i) from out.error
         self._warn(warnings)
         return d
 
@@ -699,7 +700,7 @@ class Core:
                     self._warnings_due([item], now, TIMEOUT if out.kind != ERROR else ERROR,
                                        out.detail, warnings)
         if error is not None:
-            raise error
+            raise error from out.error
         self._warn(warnings)
         return bool(out.row[0]) if out.kind == OK else local
 
@@ -719,21 +720,23 @@ class Core:
                 if len(self.warned) >= MAX_WARNED_LIMITERS:
                     if now >= self.summary_due:
                         self.summary_due = now + self.warning_interval_us
-                        warnings.append(
+                        warnings.append((
                             f"more than {MAX_WARNED_LIMITERS} limiters are decided in memory at the same "
                             f"limit: the database failed ({why}: {detail}); it is tried again at most every "
                             f"{self.backoff_ms} ms; only {MAX_WARNED_LIMITERS} are named, each at most once "
                             f"per {self.warning_interval_ms} ms, and this line comes at most once per "
-                            f"{self.warning_interval_ms} ms")
+                            f"{self.warning_interval_ms} ms", {"limiter": None, "reason": why, "detail": detail}))
                     continue
             self.warned[limiter] = now + self.warning_interval_us
             self.warned.move_to_end(limiter)
-            warnings.append(f'limiter "{limiter}" is decided in memory at the same limit: the database '
-                            f"failed ({why}: {detail}); it is tried again at most every {self.backoff_ms} ms")
+            warnings.append((f'limiter "{limiter}" is decided in memory at the same limit: the database '
+                             f"failed ({why}: {detail}); it is tried again at most every {self.backoff_ms} ms",
+                             {"limiter": limiter, "reason": why, "detail": detail}))
 
     def _warn(self, warnings):
-        for message in warnings:
-            self.logger.warning("%s", message)
+        # extra: limiter (None on the summary line), reason (timeout or error), detail
+        for message, extra in warnings:
+            self.logger.warning("%s", message, extra=extra)
 
     def stats(self):
         with self.lock:

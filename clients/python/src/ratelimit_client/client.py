@@ -1,62 +1,23 @@
-"""The limiter for threads: psycopg 3 connections with a deadline on every wait."""
+"""The limiter for threads: psycopg 3 connections, each statement run by _pq within its deadline."""
 
 import logging
-import select
+import selectors
 import threading
 import time
 from typing import Any, Iterable, Optional
 
 import psycopg
 from psycopg import pq
-from psycopg.waiting import Ready, Wait
 
-from . import _cancel, _core, _rate, _sql
+from . import _cancel, _core, _pq, _rate, _sql
 from ._core import Decision, Policy, Request, RequestLike, Stats
 from ._rate import RateLike
 
 
-class _Deadline(Exception):
-    """The decision's deadline passed while waiting on the server."""
-
-
-def _wait_until(gen, fileno, deadline):
-    """Run a psycopg generator, waiting on its socket no later than deadline."""
-    poller = select.poll()
-    try:
-        s = next(gen)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Deadline()
-            poller.register(fileno, (select.POLLIN if s & Wait.R else 0) | (select.POLLOUT if s & Wait.W else 0))
-            events = poller.poll(left * 1000)
-            poller.unregister(fileno)
-            if not events:
-                continue
-            ev = events[0][1]
-            ready = 0
-            if ev & (select.POLLIN | select.POLLERR | select.POLLHUP):
-                ready |= Ready.R
-            if ev & (select.POLLOUT | select.POLLERR | select.POLLHUP):
-                ready |= Ready.W
-            s = gen.send(Ready(ready & s) or Ready(s))
-    except StopIteration as ex:
-        return ex.args[0] if ex.args else None
-
-
-class _Connection(psycopg.Connection):
-    """A connection whose every wait for the server ends at rl_deadline.
-
-    psycopg's own waits block until the server answers; Connection.wait,
-    which consumes every query's generator, is where the deadline goes.
-    """
-
-    rl_deadline = None
-
-    def wait(self, gen, timeout=0.1):
-        if self.rl_deadline is None:
-            return super().wait(gen, timeout)
-        return _wait_until(gen, self.pgconn.socket, self.rl_deadline)
+def _execute(conn, query, params, deadline):
+    """The rows of a statement (psycopg's placeholders) on conn, by deadline."""
+    text, names = _sql.numbered(query)
+    return _pq.execute(conn.pgconn, text, [_pq.encode(params[n]) for n in names], deadline)
 
 
 def _stale(pgconn):
@@ -65,10 +26,12 @@ def _stale(pgconn):
         return True
     try:
         # an idle connection has nothing to read but a server's last words
-        for _ in range(3):
-            if not select.select([pgconn.socket], [], [], 0)[0]:
-                break
-            pgconn.consume_input()
+        with selectors.DefaultSelector() as selector:
+            selector.register(pgconn.socket, selectors.EVENT_READ)
+            for _ in range(3):
+                if not selector.select(0):
+                    break
+                pgconn.consume_input()
     except (psycopg.Error, OSError):
         return True
     return pgconn.status != pq.ConnStatus.OK
@@ -118,7 +81,7 @@ class _Pool:
 
         def run():
             try:
-                conn = _Connection.connect(self.conninfo, **self.kwargs)
+                conn = psycopg.Connection.connect(self.conninfo, **self.kwargs)
             except Exception as e:
                 conn, error = None, e
             else:
@@ -142,7 +105,7 @@ class _Pool:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     box["abandoned"] = True
-                    raise _Deadline()
+                    raise _pq.Deadline()
                 self.cond.wait(left)
             conn, error = box["done"]
             if error is not None:
@@ -265,22 +228,19 @@ class Limiter:
             if conn is None:
                 try:
                     conn = self._pool.connect(deadline)
-                except _Deadline:
+                except _pq.Deadline:
                     return _core.Outcome(_core.TIMEOUT, f"could not connect within {self._core.deadline_ms} ms")
                 except psycopg.Error as e:
                     return _core.Outcome(_core.ERROR, _sql.first_line(e))
-            conn.rl_deadline = deadline
             policies = None
             try:
                 if plan.read_policies:
-                    policies = conn.execute(self._queries.policies).fetchall()
-                row = conn.execute(query, params).fetchone()
-            except _Deadline:
-                conn.rl_deadline = None
+                    policies = _execute(conn, self._queries.policies, {}, deadline)
+                rows = _execute(conn, query, params, deadline)
+            except _pq.Deadline:
                 self._pool.release(conn, False, in_flight=True)
                 return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
-            except psycopg.Error as e:
-                conn.rl_deadline = None
+            except (psycopg.Error, _pq.ServerError) as e:
                 dead = conn.pgconn.status != pq.ConnStatus.OK
                 self._pool.release(conn, not dead and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE)
                 if dead and reused and not second_try:
@@ -289,7 +249,9 @@ class Limiter:
                     self._pool.drop_idle()
                     second_try = True
                     continue
+                if isinstance(e, _pq.ServerError):
+                    return _sql.failure(e.error, policies, e.fields)
                 return _sql.failure(e, policies)
-            conn.rl_deadline = None
             self._pool.release(conn, True)
+            row = rows[0] if rows else None
             return _sql.answer(plan, row, policies)
