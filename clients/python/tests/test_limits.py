@@ -4,7 +4,6 @@ import socket
 import time
 import uuid
 
-from conftest import dsn
 from ratelimit_client import Limiter, Source, _core
 
 

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from conftest import dsn, sql, wait_for
-from ratelimit_client import AsyncLimiter, Limiter, Policy, Request, Source, _core
+from ratelimit_client import AsyncLimiter, Policy, Request, Source, _core
 
 DEADLINE = 0.25
 MARGIN = 0.25   # a loaded machine's scheduling; the stall itself lasts seconds
@@ -47,7 +47,7 @@ def timed(call, *args):
     worker = threading.Thread(target=lambda: box.append(call(*args)), daemon=True)
     worker.start()
     worker.join(5)
-    assert box, f"the call did not return within 5 s"
+    assert box, "the call did not return within 5 s"
     return box[0], time.monotonic() - start
 
 

@@ -7,7 +7,7 @@ from importlib import resources
 
 import pytest
 
-from ratelimit_client import Limiter, Rate, RateLimitError, Request, Source
+from ratelimit_client import Rate, RateLimitError, Request, Source
 
 
 @pytest.mark.parametrize("text, limit, seconds", [

@@ -1,5 +1,6 @@
 """The package README: the install line installs the package (py.typed with it),
 and its programs run as printed, against the table store's cluster."""
+import importlib
 import os
 import re
 import shutil
@@ -26,12 +27,14 @@ def programs():
 def load(name, monkeypatch):
     """The program as a module, with DATABASE_URL the cluster's and fresh limiter names."""
     monkeypatch.setenv("DATABASE_URL", dsn("table"))
-    module = types.ModuleType(name)
+    module = types.ModuleType("readme_" + name.removesuffix(".py"))
+    module.__file__ = os.path.join(PACKAGE, "README.md")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
     code = programs()[name]
     # names of this run, so that a second run of the suite starts full
     for limiter in ("auth_login", "login", "search", "api"):
         code = code.replace(f'"{limiter}"', f'"{limiter}_{module_run}"')
-    exec(compile(code, name, "exec"), module.__dict__)
+    exec(compile(code, name, "exec"), module.__dict__)  # noqa: S102
     return module
 
 
@@ -56,7 +59,9 @@ def test_install_line(tmp_path):
 def test_first_program(monkeypatch, capsys):
     load("first.py", monkeypatch)
     lines = capsys.readouterr().out.splitlines()
-    assert lines == [f"allowed, {n} left" for n in (4, 3, 2, 1, 0)] + ["denied, retry in 12 s"]
+    # 12 s, less the time the six calls took (a loaded machine's second)
+    assert lines[:5] == [f"allowed, {n} left" for n in (4, 3, 2, 1, 0)]
+    assert lines[5:] in (["denied, retry in 12 s"], ["denied, retry in 11 s"])
 
 
 def test_flask(monkeypatch):
@@ -64,23 +69,29 @@ def test_flask(monkeypatch):
     client = app.test_client()
     answers = [client.post("/login", data={"email": "ada@example.com"}) for _ in range(6)]
     assert [r.status_code for r in answers] == [200] * 5 + [429]
-    assert answers[5].json == {"error": "too many sign-ins", "retry_after": 12}
+    assert answers[5].json["error"] == "too many sign-ins" and answers[5].json["retry_after"] in (11, 12)
     assert answers[5].headers["Retry-After"] == "12" and "RateLimit" in answers[0].headers
     assert client.post("/login", data={"email": "bob@example.com"}).status_code == 200
 
 
 def test_fastapi(monkeypatch):
-    from starlette.testclient import TestClient
+    import asyncio
+
+    import httpx
     app = load("main.py", monkeypatch).app
-    with TestClient(app) as client:
-        answers = [client.get("/search", params={"q": "x"}) for _ in range(31)]
+
+    async def main():
+        # httpx's ASGI transport: a client at 127.0.0.1, in this event loop
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+            return [await client.get("/search", params={"q": "x"}) for _ in range(31)]
+    answers = asyncio.run(main())
     assert [r.status_code for r in answers] == [200] * 30 + [429]
     assert answers[0].json() == {"q": "x"} and answers[30].headers["retry-after"] == "2"
 
 
 def test_django(monkeypatch):
     pytest.importorskip("django")
-    import test_django  # noqa: F401  (settings, with the middleware)
+    importlib.import_module("test_django")  # Django's settings, with the middleware
     from django.test import Client, override_settings
     from django.urls import path
     views = load("views.py", monkeypatch)
@@ -90,4 +101,5 @@ def test_django(monkeypatch):
     with override_settings(ROOT_URLCONF="readme_urls"):
         answers = [Client().get("/hello", REMOTE_ADDR="192.0.2.200") for _ in range(101)]
     assert [r.status_code for r in answers] == [200] * 100 + [429]
-    assert answers[0].json() == {"hello": "world"} and answers[100]["Retry-After"] == "36"
+    # 36 s, less the time the hundred calls took
+    assert answers[0].json() == {"hello": "world"} and 30 <= int(answers[100]["Retry-After"]) <= 36

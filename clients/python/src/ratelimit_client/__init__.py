@@ -9,8 +9,10 @@ per-process fallback at the same limit during an outage.
     limiter.take("api", user_id, rate="100/hour")   # or Rate.per_hour(100)
 
 AsyncLimiter (ratelimit_client.aio) is the same for asyncio;
-ratelimit_client.flask and ratelimit_client.asgi answer HTTP 429, and
-ratelimit_client.fastapi raises it from a route's dependency.
+ratelimit_client.flask raises HTTP 429 (werkzeug's TooManyRequests),
+ratelimit_client.asgi answers it, ratelimit_client.fastapi raises it from a
+route's dependency, and ratelimit_client.django has a decorator,
+is_ratelimited and a middleware.
 """
 
 from typing import Any
