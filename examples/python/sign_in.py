@@ -4,7 +4,7 @@ import os
 
 from flask import Flask, abort, request
 from ratelimit_client import Limiter
-from ratelimit_client.flask import client_ip, rate_limit
+from ratelimit_client.flask import RateLimitExceeded, client_ip, rate_limit
 
 limiter = Limiter(os.environ["DATABASE_URL"])
 app = Flask(__name__)
@@ -17,6 +17,11 @@ def email():
 
 def email_and_address():  # the lockout's key: a stranger cannot lock the owner out
     return f"{email()} {client_ip(nginx)}"
+
+
+@app.errorhandler(RateLimitExceeded)  # a denial: 429 with Retry-After and the RateLimit fields
+def too_many(e):
+    return "Too many sign-ins: try again later\n", 429, e.headers
 
 
 @app.post("/login")

@@ -19,8 +19,16 @@ from ratelimit_client import Limiter
 STORES = ["table", "memory"]
 
 
+def environ(name):
+    """A setting of test/clients/python.pl; without it (pytest run by hand) the test is skipped."""
+    value = os.environ.get(name)
+    if value is None:
+        pytest.skip(f"{name} is not set: no database (test/clients/python.pl starts the clusters)")
+    return value
+
+
 def dsn(name, **extra):
-    base = os.environ[f"RL_{name.upper()}_DSN"]
+    base = environ(f"RL_{name.upper()}_DSN")
     return " ".join([base] + [f"{k}={v}" for k, v in extra.items()])
 
 
@@ -40,8 +48,8 @@ class Server:
     """The outage cluster: stop, start, restart, and stall it with SIGSTOP."""
 
     def __init__(self):
-        self.pgdata = os.environ["RL_OUTAGE_PGDATA"]
-        self.pg_ctl = os.path.join(os.environ["RL_PGBIN"], "pg_ctl")
+        self.pgdata = environ("RL_OUTAGE_PGDATA")
+        self.pg_ctl = os.path.join(environ("RL_PGBIN"), "pg_ctl")
         self.stopped_pids = []
 
     def ctl(self, *args):

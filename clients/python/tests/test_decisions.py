@@ -129,6 +129,9 @@ def test_bad_use_is_an_error(store, make_limiter):
     with pytest.raises(UnknownLimiterError) as e:
         lim.take_all([Request("sign_in_ip", "k"), Request("no_such_policy", "k")])
     assert (e.value.sqlstate, e.value.index, e.value.limiter) == ("42704", 1, "no_such_policy")
+    # the server's error is the cause, with its diagnostics
+    assert isinstance(e.value.__cause__, psycopg.errors.UndefinedObject)
+    assert e.value.__cause__.sqlstate == "42704"
     # the explicit form of a limiter whose policy was read: refused as the server refuses it
     with pytest.raises(RateLimitError) as e:
         lim.take("sign_in_ip", "k", 1000, 1000)

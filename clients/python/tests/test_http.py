@@ -87,6 +87,46 @@ def test_flask_decorator_trusts_only_its_proxies(make_limiter):
     assert client.get("/direct", headers={"X-Forwarded-For": "198.51.100.2"}).status_code == 429
 
 
+def test_flask_denial_is_raised_to_the_apps_handler(make_limiter):
+    """A denial raises RateLimitExceeded (werkzeug's TooManyRequests): an app's JSON
+    handler sees the decision; without one, werkzeug's 429 carries the fields."""
+    import flask
+    from werkzeug.exceptions import TooManyRequests
+
+    from ratelimit_client.flask import RateLimitExceeded, rate_limit
+    lim = make_limiter("table", deadline=5.0)
+    name = "flask_raise_" + uuid.uuid4().hex[:8]
+    app = flask.Flask(__name__)
+    ran = []
+
+    @app.get("/json")
+    @rate_limit(lim, name, rate="1/hour")
+    def json_view():
+        ran.append(1)
+        return "hello\n"
+
+    @app.get("/plain")
+    @rate_limit(lim, name + "_p", rate="1/hour")
+    def plain_view():
+        return "hello\n"
+
+    @app.errorhandler(RateLimitExceeded)
+    def limited(e):
+        assert isinstance(e, TooManyRequests)
+        if flask.request.path != "/json":
+            return e
+        return {"limiter": e.decision.limiter, "retry_after": round(e.decision.retry_after)}, 429, e.headers
+    client = app.test_client()
+    assert client.get("/json").status_code == 200
+    r = client.get("/json")
+    assert r.status_code == 429 and r.json == {"limiter": name, "retry_after": 3600} and ran == [1]
+    assert r.headers["Retry-After"] == "3600" and r.headers["RateLimit"] == f'"{name}";r=0;t=3600'
+    client.get("/plain")
+    r = client.get("/plain")
+    assert r.status_code == 429 and r.headers["Retry-After"] == "3600"
+    assert r.headers["RateLimit-Policy"] == f'"{name}_p";q=1;w=3600'
+
+
 def asgi_call(app, client, headers=()):
     scope = {"type": "http", "method": "GET", "path": "/", "headers": list(headers), "client": client}
     sent = []
@@ -130,4 +170,23 @@ def test_asgi_middleware():
                 passed.append(scope["type"])
             await RateLimitMiddleware(other, lim, name)({"type": "lifespan"}, None, None)
             assert passed == ["lifespan"]
+            # on_denied answers a denial with an ASGI application of its own (a JSON body)
+            seen = []
+
+            def on_denied(scope, decision, headers):
+                seen.append((decision.limiter, decision.allowed, headers["Retry-After"]))
+
+                async def answer(scope, receive, send):
+                    await send({"type": "http.response.start", "status": 429,
+                                "headers": [(b"content-type", b"application/json")]})
+                    await send({"type": "http.response.body", "body": b'{"error": "slow down"}'})
+                return answer
+            custom = RateLimitMiddleware(hello, lim, name + "_j", rate="1/hour", on_denied=on_denied)
+            bodies = []
+            for _ in range(2):
+                scope, receive, send, sent = asgi_call(custom, ("192.0.2.2", 1))
+                await custom(scope, receive, send)
+                bodies.append((sent[0]["status"], sent[1]["body"]))
+            assert bodies == [(200, b"hello\n"), (429, b'{"error": "slow down"}')]
+            assert seen == [(name + "_j", False, "3600")]
     asyncio.run(main())

@@ -4,7 +4,6 @@ import socket
 import time
 import uuid
 
-from conftest import dsn
 from ratelimit_client import Limiter, Source, _core
 
 
@@ -44,14 +43,18 @@ def test_warnings_are_bounded(caplog, monkeypatch):
     clock = [_core.mono_us()]
     monkeypatch.setattr(_core, "mono_us", lambda: clock[0])
     lim = Limiter(refused_dsn(), backoff=600, warning_interval=4)
-    caplog.set_level(logging.WARNING, logger="ratelimit")
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
     for _ in range(3):
         for i in range(2000):
             lim.take(f"w{i}", "k", 1, 1)
-    records = [r.getMessage() for r in caplog.records if r.name == "ratelimit"]
+    logged = [r for r in caplog.records if r.name == "ratelimit_client"]
+    records = [r.getMessage() for r in logged]
     named = [m for m in records if m.startswith('limiter "')]
     assert len(named) == 1024 and len(set(named)) == 1024
     assert len(records) == 1025 and records[-1].startswith("more than 1024 limiters")
+    # the fields of each line, for a structured log
+    assert [(r.limiter, r.reason) for r in logged[:2]] == [("w0", "error"), ("w1", "error")]
+    assert logged[-1].limiter is None and logged[-1].reason == "error" and logged[0].detail in records[0]
     clock[0] += 3999999
     caplog.clear()
     lim.take("w0", "k", 1, 1)
@@ -61,7 +64,7 @@ def test_warnings_are_bounded(caplog, monkeypatch):
     caplog.clear()
     for i in range(2000):
         lim.take(f"w{i}", "k", 1, 1)
-    records = [r.getMessage() for r in caplog.records if r.name == "ratelimit"]
+    records = [r.getMessage() for r in caplog.records if r.name == "ratelimit_client"]
     assert len(records) == 1025
     s = lim.stats()
     assert s.fallback == 8002 and s.fallback_error == 8002 and s.database == 0

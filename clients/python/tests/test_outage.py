@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from conftest import dsn, sql, wait_for
-from ratelimit_client import AsyncLimiter, Limiter, Policy, Request, Source, _core
+from ratelimit_client import AsyncLimiter, Policy, Request, Source, _core
 
 DEADLINE = 0.25
 MARGIN = 0.25   # a loaded machine's scheduling; the stall itself lasts seconds
@@ -47,7 +47,7 @@ def timed(call, *args):
     worker = threading.Thread(target=lambda: box.append(call(*args)), daemon=True)
     worker.start()
     worker.join(5)
-    assert box, f"the call did not return within 5 s"
+    assert box, "the call did not return within 5 s"
     return box[0], time.monotonic() - start
 
 
@@ -58,11 +58,11 @@ def test_stopped_server_falls_back_and_recovers(server, make_limiter, caplog):
     for _ in range(3):
         assert lim.take("outage_stop", key, 0.001, 5).source == Source.DATABASE
     server.stop()
-    caplog.set_level(logging.WARNING, logger="ratelimit")
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
     got = [lim.take("outage_stop", key, 0.001, 5) for _ in range(4)]
     assert [(d.allowed, d.source) for d in got] == [(True, Source.FALLBACK)] * 2 + [(False, Source.FALLBACK)] * 2
     assert math.isclose(got[2].retry_after, 1000, rel_tol=0.01)
-    warnings = [r for r in caplog.records if r.name == "ratelimit"]
+    warnings = [r for r in caplog.records if r.name == "ratelimit_client"]
     assert len(warnings) == 1 and '"outage_stop"' in warnings[0].getMessage()
     assert "error" in warnings[0].getMessage()
     s = lim.stats()
@@ -125,7 +125,7 @@ def test_stalled_server_deadline(server, make_limiter, caplog):
     key = fresh()
     assert lim.take("outage_stall", key, 0.001, 5).source == Source.DATABASE
     server.sigstop()
-    caplog.set_level(logging.WARNING, logger="ratelimit")
+    caplog.set_level(logging.WARNING, logger="ratelimit_client")
     caplog.clear()
     took = []
     decisions = []
@@ -140,7 +140,7 @@ def test_stalled_server_deadline(server, make_limiter, caplog):
     assert [d.allowed for d in decisions[:6]] == [True] * 4 + [False] * 2
     s = lim.stats()
     assert s.fallback_timeout - base.fallback_timeout == 12 and s.fallback_error == base.fallback_error
-    assert sum(1 for r in caplog.records if r.name == "ratelimit") == 1
+    assert sum(1 for r in caplog.records if r.name == "ratelimit_client") == 1
     server.sigcont()
     # the cancelled queries: no backend still works on them, and the database decides again
     assert wait_for(lambda: lim.take("outage_stall", fresh(), 0.001, 5).source == Source.DATABASE, 5)
@@ -187,7 +187,7 @@ def test_restart_with_stale_pool(server, make_limiter, monkeypatch, defence):
     whether the checkout finds them closed or a query on one fails (then the others go too)."""
     if defence == "one more try":
         from ratelimit_client import client
-        monkeypatch.setattr(client, "stale", lambda pgconn: False)
+        monkeypatch.setattr(client, "_stale", lambda pgconn: False)
     lim = make_limiter("outage", pool_size=4, backoff=30, deadline=PATIENT)
     key = fresh()
     # four connections open at once, then idle (calls on threads could

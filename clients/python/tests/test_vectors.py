@@ -2,8 +2,6 @@
 import json
 import os
 
-import pytest
-
 from ratelimit_client import gcra
 
 VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "test", "vectors", "gcra.json")

@@ -19,9 +19,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
-from . import gcra
+from . import _rate, gcra
+
+if TYPE_CHECKING:
+    from ._rate import Rate
 
 # 2000-01-01 (PostgreSQL's epoch) in Unix microseconds, and the last
 # microsecond a timestamptz holds: the limits are checked as rl_take checks them
@@ -31,7 +34,7 @@ INT32_MAX = 2**31 - 1
 # limiters whose last warning time is remembered
 MAX_WARNED_LIMITERS = 1024
 
-log = logging.getLogger("ratelimit")
+log = logging.getLogger("ratelimit_client")
 
 
 class Source(str, enum.Enum):
@@ -60,7 +63,7 @@ class Decision:
     limiter: str
     binding: int = 0
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.allowed
 
 
@@ -119,7 +122,8 @@ class RateLimitError(ValueError):
     ...); index is the request at fault in a take_all.
     """
 
-    def __init__(self, message, limiter=None, sqlstate=None, index=0):
+    def __init__(self, message: str, limiter: Optional[str] = None, sqlstate: Optional[str] = None,
+                 index: int = 0) -> None:
         self.message = message
         self.limiter = limiter
         self.sqlstate = sqlstate
@@ -135,13 +139,28 @@ class UnknownLimiterError(RateLimitError):
 
 @dataclass(frozen=True)
 class Request:
-    """One request of a take_all: the explicit form with rate and burst, else by policy."""
+    """One request of a take_all: the explicit form with a rate (a Rate, "5/minute",
+    or per second with burst), else by policy.  rate and burst read as rl_take's."""
 
     limiter: str
     key: str
-    rate: Optional[float] = None
+    rate: "Union[Rate, str, float, None]" = None
     burst: Optional[int] = None
     cost: int = 1
+
+    def __post_init__(self) -> None:
+        rate, burst = _rate.resolve(self.rate, self.burst)
+        object.__setattr__(self, "rate", rate)
+        object.__setattr__(self, "burst", burst)
+
+
+RequestLike = Union[Request, tuple]
+
+
+def call_request(limiter, key, positional, rate, burst, cost):
+    """The Request of a take: keywords, or the 1.x positional (rate, burst, cost)."""
+    given = _rate.legacy(positional, ("rate", "burst", "cost"), {"rate": rate, "burst": burst, "cost": cost})
+    return Request(limiter, key, given["rate"], given["burst"], given["cost"])
 
 
 def mono_us():
@@ -317,6 +336,7 @@ class Outcome:
     policies: list = None       # rl_policies rows, when read
     sqlstate: str = None
     index: int = 0
+    error: Exception = None     # the psycopg error of a BAD_USE or UNKNOWN, its cause
 
 
 class Core:
@@ -349,6 +369,15 @@ class Core:
                                      "fallback_error", "no_room", "no_policy", "policy_reads"), 0)
 
     # ---- calls ----
+
+    def take_all_items(self, requests):
+        """(kind, items) of a take_all: every request explicit, or every one by policy."""
+        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
+        explicit = {r.rate is not None or r.burst is not None for r in requests}
+        if len(explicit) > 1:
+            raise RateLimitError("requests must all have rate and burst, or none", None, "22023")
+        kind = "all" if explicit == {True} else "all_policy"
+        return kind, self.items(kind, requests)
 
     def items(self, kind, requests):
         """Checked items of a call, as rl_take and rl_take_all check them."""
@@ -418,7 +447,6 @@ class Core:
             if out.kind in (UNKNOWN, BAD_USE):
                 # the database answered: healthy, and the caller's fault
                 self.retry_db_at = 0
-                error = None
             elif out.kind == OK:
                 self.retry_db_at = 0
                 self.counts["database"] += 1
@@ -434,7 +462,7 @@ class Core:
         if out.kind in (UNKNOWN, BAD_USE):
             i = out.index if 0 <= out.index < len(items) else 0
             cls = UnknownLimiterError if out.kind == UNKNOWN else RateLimitError
-            raise cls(out.detail, items[i].limiter, out.sqlstate, i)
+            raise cls(out.detail, items[i].limiter, out.sqlstate, i) from out.error
         self._warn(warnings)
         return d
 
@@ -672,7 +700,7 @@ class Core:
                     self._warnings_due([item], now, TIMEOUT if out.kind != ERROR else ERROR,
                                        out.detail, warnings)
         if error is not None:
-            raise error
+            raise error from out.error
         self._warn(warnings)
         return bool(out.row[0]) if out.kind == OK else local
 
@@ -692,21 +720,23 @@ class Core:
                 if len(self.warned) >= MAX_WARNED_LIMITERS:
                     if now >= self.summary_due:
                         self.summary_due = now + self.warning_interval_us
-                        warnings.append(
+                        warnings.append((
                             f"more than {MAX_WARNED_LIMITERS} limiters are decided in memory at the same "
                             f"limit: the database failed ({why}: {detail}); it is tried again at most every "
                             f"{self.backoff_ms} ms; only {MAX_WARNED_LIMITERS} are named, each at most once "
                             f"per {self.warning_interval_ms} ms, and this line comes at most once per "
-                            f"{self.warning_interval_ms} ms")
+                            f"{self.warning_interval_ms} ms", {"limiter": None, "reason": why, "detail": detail}))
                     continue
             self.warned[limiter] = now + self.warning_interval_us
             self.warned.move_to_end(limiter)
-            warnings.append(f'limiter "{limiter}" is decided in memory at the same limit: the database '
-                            f"failed ({why}: {detail}); it is tried again at most every {self.backoff_ms} ms")
+            warnings.append((f'limiter "{limiter}" is decided in memory at the same limit: the database '
+                             f"failed ({why}: {detail}); it is tried again at most every {self.backoff_ms} ms",
+                             {"limiter": limiter, "reason": why, "detail": detail}))
 
     def _warn(self, warnings):
-        for message in warnings:
-            self.logger.warning("%s", message)
+        # extra: limiter (None on the summary line), reason (timeout or error), detail
+        for message, extra in warnings:
+            self.logger.warning("%s", message, extra=extra)
 
     def stats(self):
         with self.lock:

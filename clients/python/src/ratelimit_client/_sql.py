@@ -4,6 +4,7 @@ Every statement is unnamed (prepare_threshold=None on the connections):
 nothing outlives its transaction, so PgBouncer's transaction mode works.
 """
 
+import functools
 import re
 
 import psycopg
@@ -19,6 +20,7 @@ _ALL = ("SELECT a.allowed, a.remaining, a.retry_after, a.reset_after, a.limiter,
         "FROM {take_all}({args}) AS a")
 
 _ELEMENT = re.compile(r"element (\d+)")
+_NAMED = re.compile(r"%\((\w+)\)s")
 
 
 def _interval_us(text):
@@ -69,6 +71,15 @@ class Queries:
         return getattr(self, plan.kind), params
 
 
+@functools.lru_cache(maxsize=None)
+def numbered(query):
+    """query for libpq: $1, $2, ... for its %(name)s placeholders, and the names in order."""
+    names = _NAMED.findall(query)
+    for i, name in enumerate(names):
+        query = query.replace(f"%({name})s", f"${i + 1}", 1)
+    return query.encode("utf-8"), tuple(names)
+
+
 def answer(plan, row, policies):
     """The Outcome of the rows the database answered."""
     if plan.kind == "refund":
@@ -87,20 +98,23 @@ def first_line(error):
     return text or type(error).__name__
 
 
-def failure(error, policies=None):
+def failure(error, policies=None, fields=None):
     """The Outcome of a psycopg error: bad use (a retry cannot fix it) or an outage;
-    with the rows of rl_policies when they were read before it."""
-    out = _failure(error)
+    with the rows of rl_policies when they were read before it.  fields are the
+    server's (sqlstate, primary message, context), by default error's diag."""
+    if fields is None:
+        diag = getattr(error, "diag", None)
+        fields = (getattr(error, "sqlstate", None), diag.message_primary if diag is not None else None,
+                  diag.context if diag is not None else None)
+    out = _failure(error, *fields)
     out.policies = policies
+    out.error = error
     return out
 
 
-def _failure(error):
-    state = getattr(error, "sqlstate", None)
-    diag = getattr(error, "diag", None)
-    primary = (diag.message_primary if diag is not None else None) or first_line(error)
+def _failure(error, state, primary, context):
+    primary = primary or first_line(error)
     if state == "42704" or state == "42501" or (state or "").startswith("22"):
-        context = diag.context if diag is not None else None
         m = _ELEMENT.search(context or "")
         return _core.Outcome(_core.UNKNOWN if state == "42704" else _core.BAD_USE, primary,
                              sqlstate=state, index=int(m.group(1)) - 1 if m else 0)

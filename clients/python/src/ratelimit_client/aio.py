@@ -2,14 +2,17 @@
 the call's deadline.  One AsyncLimiter per event loop."""
 
 import asyncio
+import logging
 import time
+from typing import Any, Iterable, Optional
 
 import psycopg
 from psycopg import pq
 
-from . import _cancel, _core, _sql
-from ._core import Request
-from .client import stale
+from . import _cancel, _core, _rate, _sql
+from ._core import Decision, Policy, Request, RequestLike, Stats
+from ._rate import RateLike
+from .client import _stale
 
 
 class _AsyncPool:
@@ -28,7 +31,7 @@ class _AsyncPool:
         while True:
             while self.idle:
                 conn = self.idle.pop()
-                if not stale(conn.pgconn):
+                if not _stale(conn.pgconn):
                     return conn
                 self.taken -= 1
                 conn.pgconn.finish()
@@ -105,52 +108,53 @@ class AsyncLimiter:
     and decisions, awaited.  Its in-memory state is shared with no other
     limiter; use it from one event loop."""
 
-    def __init__(self, conninfo="", *, schema=None, deadline=0.25, backoff=1.0, pool_size=4,
-                 max_keys=100000, policy_refresh=10.0, warning_interval=60.0, logger=None):
+    def __init__(self, conninfo: str = "", *, schema: Optional[str] = None, deadline: float = 0.25,
+                 backoff: float = 1.0, pool_size: int = 4, max_keys: int = 100000,
+                 policy_refresh: float = 10.0, warning_interval: float = 60.0,
+                 logger: Optional[logging.Logger] = None) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be an int of at least 1")
         self._core = _core.Core(deadline, backoff, max_keys, policy_refresh, warning_interval, logger)
         self._queries = _sql.Queries(schema)
         self._pool = _AsyncPool(conninfo, pool_size)
 
-    async def take(self, limiter, key, rate=None, burst=None, cost=1):
+    async def take(self, limiter: str, key: str, *positional: Any, rate: Optional[RateLike] = None,
+                   burst: Optional[int] = None, cost: int = 1) -> Decision:
         """As Limiter.take."""
-        kind = "take" if rate is not None or burst is not None else "policy"
-        return await self._decide(kind, self._core.items(kind, [Request(limiter, key, rate, burst, cost)]))
+        r = _core.call_request(limiter, key, positional, rate, burst, cost)
+        kind = "take" if r.rate is not None or r.burst is not None else "policy"
+        return await self._decide(kind, self._core.items(kind, [r]))
 
-    async def take_all(self, requests):
+    async def take_all(self, requests: Iterable[RequestLike]) -> Decision:
         """As Limiter.take_all."""
-        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
-        explicit = {r.rate is not None or r.burst is not None for r in requests}
-        if len(explicit) > 1:
-            raise _core.RateLimitError("requests must all have rate and burst, or none", None, "22023")
-        kind = "all" if explicit == {True} else "all_policy"
-        return await self._decide(kind, self._core.items(kind, requests))
+        kind, items = self._core.take_all_items(requests)
+        return await self._decide(kind, items)
 
-    async def refund(self, limiter, key, cost=1):
+    async def refund(self, limiter: str, key: str, *positional: Any, cost: int = 1) -> bool:
         """As Limiter.refund."""
+        cost = _rate.legacy(positional, ("cost",), {"cost": cost})["cost"]
         item = self._core.items("policy", [Request(limiter, key, None, None, cost)])[0]
         result, plan = self._core.refund_begin(item)
         if plan is None:
             return result
         return self._core.refund_finish(plan, await self._db(plan))
 
-    def policy(self, limiter):
+    def policy(self, limiter: str) -> Optional[Policy]:
         """The policy last read for limiter (a Policy), or None."""
         p = self._core.policies.get(limiter)
         return None if p is None else p.public()
 
-    def stats(self):
+    def stats(self) -> Stats:
         return self._core.stats()
 
-    async def close(self):
+    async def close(self) -> None:
         """Close the connections, without waiting for the network."""
         self._pool.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "AsyncLimiter":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     async def _decide(self, kind, items):

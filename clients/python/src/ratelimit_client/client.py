@@ -1,71 +1,37 @@
-"""The limiter for threads: psycopg 3 connections with a deadline on every wait."""
+"""The limiter for threads: psycopg 3 connections, each statement run by _pq within its deadline."""
 
-import select
+import logging
+import selectors
 import threading
 import time
+from typing import Any, Iterable, Optional
 
 import psycopg
 from psycopg import pq
-from psycopg.waiting import Ready, Wait
 
-from . import _cancel, _core, _sql
-from ._core import Request
-
-
-class _Deadline(Exception):
-    """The decision's deadline passed while waiting on the server."""
+from . import _cancel, _core, _pq, _rate, _sql
+from ._core import Decision, Policy, Request, RequestLike, Stats
+from ._rate import RateLike
 
 
-def _wait_until(gen, fileno, deadline):
-    """Run a psycopg generator, waiting on its socket no later than deadline."""
-    poller = select.poll()
-    try:
-        s = next(gen)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _Deadline()
-            poller.register(fileno, (select.POLLIN if s & Wait.R else 0) | (select.POLLOUT if s & Wait.W else 0))
-            events = poller.poll(left * 1000)
-            poller.unregister(fileno)
-            if not events:
-                continue
-            ev = events[0][1]
-            ready = 0
-            if ev & (select.POLLIN | select.POLLERR | select.POLLHUP):
-                ready |= Ready.R
-            if ev & (select.POLLOUT | select.POLLERR | select.POLLHUP):
-                ready |= Ready.W
-            s = gen.send(Ready(ready & s) or Ready(s))
-    except StopIteration as ex:
-        return ex.args[0] if ex.args else None
+def _execute(conn, query, params, deadline):
+    """The rows of a statement (psycopg's placeholders) on conn, by deadline."""
+    text, names = _sql.numbered(query)
+    return _pq.execute(conn.pgconn, text, [_pq.encode(params[n]) for n in names], deadline)
 
 
-class _Connection(psycopg.Connection):
-    """A connection whose every wait for the server ends at rl_deadline.
-
-    psycopg's own waits block until the server answers; Connection.wait,
-    which consumes every query's generator, is where the deadline goes.
-    """
-
-    rl_deadline = None
-
-    def wait(self, gen, timeout=0.1):
-        if self.rl_deadline is None:
-            return super().wait(gen, timeout)
-        return _wait_until(gen, self.pgconn.socket, self.rl_deadline)
-
-
-def stale(pgconn):
+def _stale(pgconn):
     """True when an idle connection is closed: the server went away (a restart)."""
     if pgconn.status != pq.ConnStatus.OK or pgconn.transaction_status != pq.TransactionStatus.IDLE:
         return True
     try:
         # an idle connection has nothing to read but a server's last words
-        for _ in range(3):
-            if not select.select([pgconn.socket], [], [], 0)[0]:
-                break
-            pgconn.consume_input()
+        with selectors.DefaultSelector() as selector:
+            selector.register(pgconn.socket, selectors.EVENT_READ)
+            for _ in range(3):
+                if not selector.select(0):
+                    break
+                pgconn.consume_input()
     except (psycopg.Error, OSError):
         return True
     return pgconn.status != pq.ConnStatus.OK
@@ -98,7 +64,7 @@ class _Pool:
             while True:
                 while self.idle:
                     conn = self.idle.pop()
-                    if not stale(conn.pgconn):
+                    if not _stale(conn.pgconn):
                         return conn
                     self.taken -= 1
                     conn.pgconn.finish()
@@ -115,7 +81,7 @@ class _Pool:
 
         def run():
             try:
-                conn = _Connection.connect(self.conninfo, **self.kwargs)
+                conn = psycopg.Connection.connect(self.conninfo, **self.kwargs)
             except Exception as e:
                 conn, error = None, e
             else:
@@ -139,7 +105,7 @@ class _Pool:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     box["abandoned"] = True
-                    raise _Deadline()
+                    raise _pq.Deadline()
                 self.cond.wait(left)
             conn, error = box["done"]
             if error is not None:
@@ -186,58 +152,59 @@ class Limiter:
     down.  One Limiter serves all the threads of a process; make it after fork.
     """
 
-    def __init__(self, conninfo="", *, schema=None, deadline=0.25, backoff=1.0, pool_size=4,
-                 max_keys=100000, policy_refresh=10.0, warning_interval=60.0, logger=None):
+    def __init__(self, conninfo: str = "", *, schema: Optional[str] = None, deadline: float = 0.25,
+                 backoff: float = 1.0, pool_size: int = 4, max_keys: int = 100000,
+                 policy_refresh: float = 10.0, warning_interval: float = 60.0,
+                 logger: Optional[logging.Logger] = None) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError("pool_size must be an int of at least 1")
         self._core = _core.Core(deadline, backoff, max_keys, policy_refresh, warning_interval, logger)
         self._queries = _sql.Queries(schema)
         self._pool = _Pool(conninfo, pool_size)
 
-    def take(self, limiter, key, rate=None, burst=None, cost=1):
-        """Take cost from the bucket of (limiter, key): at rate per second with
-        burst, as rl_take(limiter, key, rate, burst, cost), or without them by
-        the limiter's policy, as rl_take(limiter, key, cost)."""
-        explicit = rate is not None or burst is not None
-        kind = "take" if explicit else "policy"
-        return self._decide(kind, self._core.items(kind, [Request(limiter, key, rate, burst, cost)]))
+    def take(self, limiter: str, key: str, *positional: Any, rate: Optional[RateLike] = None,
+             burst: Optional[int] = None, cost: int = 1) -> Decision:
+        """Take cost from the bucket of (limiter, key): at rate ("5/minute", a
+        Rate, or per second with burst), as rl_take(limiter, key, rate, burst,
+        cost), or without them by the limiter's policy, as rl_take(limiter, key,
+        cost).  take(limiter, key, rate, burst, cost) by position is the 1.x form."""
+        r = _core.call_request(limiter, key, positional, rate, burst, cost)
+        kind = "take" if r.rate is not None or r.burst is not None else "policy"
+        return self._decide(kind, self._core.items(kind, [r]))
 
-    def take_all(self, requests):
+    def take_all(self, requests: Iterable[RequestLike]) -> Decision:
         """Decide 1 to 16 Requests (or (limiter, key[, rate, burst[, cost]]) tuples), all
         or nothing, as rl_take_all: every one explicit, or every one by policy."""
-        requests = [r if isinstance(r, Request) else Request(*r) for r in requests]
-        explicit = {r.rate is not None or r.burst is not None for r in requests}
-        if len(explicit) > 1:
-            raise _core.RateLimitError("requests must all have rate and burst, or none", None, "22023")
-        kind = "all" if explicit == {True} else "all_policy"
-        return self._decide(kind, self._core.items(kind, requests))
+        kind, items = self._core.take_all_items(requests)
+        return self._decide(kind, items)
 
-    def refund(self, limiter, key, cost=1):
+    def refund(self, limiter: str, key: str, *positional: Any, cost: int = 1) -> bool:
         """Give cost back to the bucket of (limiter, key), as rl_refund; true when
         it changed a live bucket.  During an outage, the bucket in memory."""
+        cost = _rate.legacy(positional, ("cost",), {"cost": cost})["cost"]
         item = self._core.items("policy", [Request(limiter, key, None, None, cost)])[0]
         result, plan = self._core.refund_begin(item)
         if plan is None:
             return result
         return self._core.refund_finish(plan, self._db(plan))
 
-    def policy(self, limiter):
+    def policy(self, limiter: str) -> Optional[Policy]:
         """The policy last read for limiter (a Policy), or None."""
         p = self._core.policies.get(limiter)
         return None if p is None else p.public()
 
-    def stats(self):
+    def stats(self) -> Stats:
         """The counters (a Stats), at any time."""
         return self._core.stats()
 
-    def close(self):
+    def close(self) -> None:
         """Close the connections, without waiting for the network."""
         self._pool.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Limiter":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _decide(self, kind, items):
@@ -261,22 +228,19 @@ class Limiter:
             if conn is None:
                 try:
                     conn = self._pool.connect(deadline)
-                except _Deadline:
+                except _pq.Deadline:
                     return _core.Outcome(_core.TIMEOUT, f"could not connect within {self._core.deadline_ms} ms")
                 except psycopg.Error as e:
                     return _core.Outcome(_core.ERROR, _sql.first_line(e))
-            conn.rl_deadline = deadline
             policies = None
             try:
                 if plan.read_policies:
-                    policies = conn.execute(self._queries.policies).fetchall()
-                row = conn.execute(query, params).fetchone()
-            except _Deadline:
-                conn.rl_deadline = None
+                    policies = _execute(conn, self._queries.policies, {}, deadline)
+                rows = _execute(conn, query, params, deadline)
+            except _pq.Deadline:
                 self._pool.release(conn, False, in_flight=True)
                 return _core.Outcome(_core.TIMEOUT, f"no answer within {self._core.deadline_ms} ms")
-            except psycopg.Error as e:
-                conn.rl_deadline = None
+            except (psycopg.Error, _pq.ServerError) as e:
                 dead = conn.pgconn.status != pq.ConnStatus.OK
                 self._pool.release(conn, not dead and conn.pgconn.transaction_status == pq.TransactionStatus.IDLE)
                 if dead and reused and not second_try:
@@ -285,7 +249,9 @@ class Limiter:
                     self._pool.drop_idle()
                     second_try = True
                     continue
+                if isinstance(e, _pq.ServerError):
+                    return _sql.failure(e.error, policies, e.fields)
                 return _sql.failure(e, policies)
-            conn.rl_deadline = None
             self._pool.release(conn, True)
+            row = rows[0] if rows else None
             return _sql.answer(plan, row, policies)

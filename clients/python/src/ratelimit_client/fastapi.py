@@ -27,6 +27,7 @@ from starlette.responses import Response
 
 from . import _web, asgi, http
 from ._core import Decision
+from ._rate import RateLike
 from .aio import AsyncLimiter
 
 KeyFunction = Callable[[Request], Union[str, Awaitable[str]]]
@@ -52,10 +53,10 @@ class RateLimit:
     route runs, and answers the decision."""
 
     def __init__(self, limiter: AsyncLimiter, limits: Union[str, Mapping[str, Optional[KeyFunction]]], *,
-                 trusted: Iterable[str] = (), rate: Optional[float] = None, burst: Optional[int] = None,
+                 trusted: Iterable[str] = (), rate: Optional[RateLike] = None, burst: Optional[int] = None,
                  cost: int = 1) -> None:
         self.limiter = limiter
-        self.limits, _ = _web.plan(limits, rate, burst, cost)
+        self.limits, rate, burst = _web.plan(limits, rate, burst)
         self.trusted = http._Trusted(trusted)
         self.rate, self.burst, self.cost = rate, burst, cost
 

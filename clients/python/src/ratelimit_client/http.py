@@ -6,7 +6,12 @@ import ipaddress
 import math
 import re
 
-from . import _core, gcra
+from typing import Dict, Iterable, List, Optional, Union
+
+from . import _core, _rate, gcra
+
+Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
+Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
 
 _IPV4 = re.compile(r"(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\.(0|[1-9][0-9]{0,2})\Z")
 _PORT = re.compile(r"[1-9][0-9]{0,4}\Z")
@@ -21,7 +26,7 @@ def _unmap(addr):
     return addr.ipv4_mapped if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped else addr
 
 
-def trusted_networks(trusted):
+def trusted_networks(trusted: Optional[Iterable[str]]) -> List[Network]:
     """The trusted proxies (addresses or CIDRs) as networks, checked as rl_client_ip checks them."""
     networks = []
     for entry in trusted or ():
@@ -138,7 +143,8 @@ def _xff_entries(xff):
             yield _node(entry, True)
 
 
-def client_ip(remote, xff, trusted=()):
+def client_ip(remote: Union[str, Address, None], xff: Optional[str],
+              trusted: Iterable[str] = ()) -> Optional[Address]:
     """rl_client_ip(remote, xff, trusted): the address the nearest trusted proxy saw.
 
     remote is the peer's address (text or ipaddress), xff the X-Forwarded-For
@@ -183,12 +189,13 @@ def _forwarded_entries(forwarded):
         yield node if found == 1 else None
 
 
-def client_ip_forwarded(remote, forwarded, trusted=()):
+def client_ip_forwarded(remote: Union[str, Address, None], forwarded: Optional[str],
+                        trusted: Iterable[str] = ()) -> Optional[Address]:
     """rl_client_ip_forwarded(remote, forwarded, trusted): the same over RFC 7239's Forwarded."""
     return _walk(remote, _forwarded_entries(forwarded), trusted)
 
 
-def ip_key(ip, ipv6_prefix=64):
+def ip_key(ip: Union[str, Address, None], ipv6_prefix: int = 64) -> Optional[str]:
     """rl_ip_key(ip, ipv6_prefix): IPv4 as text, IPv6 masked to its prefix (a host's
     budget cannot be escaped by rotating addresses inside its own prefix)."""
     if ip is None:
@@ -211,9 +218,12 @@ def _sf_string(limiter):
     return '"' + "".join(out) + '"'
 
 
-def headers(decision, limiter, rate, burst):
+def headers(decision: _core.Decision, limiter: str, rate: _rate.RateLike,
+            burst: Optional[int] = None) -> Dict[str, str]:
     """rl_headers(d, limiter, rate, burst): RateLimit-Policy, RateLimit and, on a
-    denial that can be retried, Retry-After, as a dict of field to value."""
+    denial that can be retried, Retry-After, as a dict of field to value (rate
+    a Rate, "5/minute", or per second with burst)."""
+    rate, burst = _rate.resolve(rate, burst)
     error, limit = gcra.limit_init(float(rate), burst, _core.wall_us(), _core.PG_MAX_TIME_US)
     if error != gcra.OK:
         raise _core.RateLimitError(gcra.MESSAGES[error], limiter, "22023")
