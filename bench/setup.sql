@@ -38,6 +38,14 @@ BEGIN
 	retry_after := extract(epoch FROM greatest(tat, now) + t - now - tau);
 END $$;
 
+-- rate-limiter-flexible's RateLimiterPostgres: a fixed-window counter, the
+-- table its _getCreateTableStmt makes (logged), and the same unlogged; its
+-- consume is one upsert that writes on every call, a denial too (rlflx_*.sql)
+CREATE TABLE rlflx (key varchar(255) PRIMARY KEY, points integer NOT NULL DEFAULT 0, expire bigint);
+CREATE UNLOGGED TABLE rlflx_unlogged (LIKE rlflx INCLUDING ALL);
+INSERT INTO rlflx SELECT 'rlflx:user' || k, 1, 0 FROM generate_series(1, 100000) AS k;
+INSERT INTO rlflx_unlogged SELECT * FROM rlflx;
+
 -- warm every key of the spread runs, and exhaust the denied key
 SELECT count(*) FROM (SELECT rl_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;
 SELECT count(*) FROM (SELECT plpgsql_take('spread', 'user' || k, 10, 100) FROM generate_series(1, 100000) AS k) s;

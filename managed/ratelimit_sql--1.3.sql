@@ -173,10 +173,12 @@ AS $$
 $$;
 
 -- and back: the time-only intervals add microseconds exactly (a factor of
--- 10^12 microseconds times at most 2^24 is an exact double)
+-- 10^12 microseconds times at most 2^24 is an exact double).  STABLE, as
+-- timestamptz + interval is: an IMMUTABLE function with a STABLE body is
+-- never inlined, and each call would parse its body again.
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_time(us bigint)
 RETURNS timestamp with time zone
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 	SELECT '2000-01-01 00:00:00+00'::timestamp with time zone
 		OPERATOR(pg_catalog.+) ((us OPERATOR(pg_catalog./) 1000000000000)::double precision
@@ -442,6 +444,8 @@ END
 $$;
 
 -- A verdict as rl_decision; a shadow one answers allowed, retry_after 0.
+-- It reads v several times, so it is inlined only when v is a variable,
+-- never a call of a volatile function.
 CREATE OR REPLACE FUNCTION @extschema@.rl_sql_decision(v @extschema@.rl_sql_verdict,
 														  shadow boolean)
 RETURNS @extschema@.rl_decision
@@ -722,6 +726,8 @@ CREATE OR REPLACE FUNCTION @extschema@.rl_sql_take_explicit(function pg_catalog.
 RETURNS @extschema@.rl_decision
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
+DECLARE
+	v @extschema@.rl_sql_verdict;
 BEGIN
 	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
 		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
@@ -743,12 +749,13 @@ BEGIN
 	IF NOT at_given THEN
 		now := @extschema@.rl_sql_now();
 	END IF;
-	PERFORM @extschema@.rl_sql_refuse_recovery(function);
-	RETURN @extschema@.rl_sql_decision(
-		@extschema@.rl_sql_take_rl_buckets(@extschema@.rl_sql_key(limiter, key),
-										   @extschema@.rl_sql_limit(rate, burst, cost, now),
-										   now, at_given, cost),
-		false);
+	IF pg_catalog.pg_is_in_recovery() THEN
+		PERFORM @extschema@.rl_sql_refuse_recovery(function);
+	END IF;
+	v := @extschema@.rl_sql_take_rl_buckets(@extschema@.rl_sql_key(limiter, key),
+											 @extschema@.rl_sql_limit(rate, burst, cost, now),
+											 now, at_given, cost);
+	RETURN @extschema@.rl_sql_decision(v, false);
 END
 $$;
 
@@ -760,6 +767,8 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 AS $$
 DECLARE
 	l @extschema@.rl_sql_limit;
+	k pg_catalog.bytea;
+	v @extschema@.rl_sql_verdict;
 BEGIN
 	IF limiter IS NULL OR limiter OPERATOR(pg_catalog.=) '' THEN
 		PERFORM @extschema@.rl_sql_require_text(limiter, 'limiter');
@@ -774,10 +783,13 @@ BEGIN
 		now := @extschema@.rl_sql_now();
 	END IF;
 	l := @extschema@.rl_sql_policy(limiter, cost, now);
-	PERFORM @extschema@.rl_sql_refuse_recovery(function);
-	RETURN @extschema@.rl_sql_decision(
-		@extschema@.rl_sql_take_key(@extschema@.rl_sql_key(limiter, key), l, now, at_given, cost),
-		l.shadow);
+	IF pg_catalog.pg_is_in_recovery() THEN
+		PERFORM @extschema@.rl_sql_refuse_recovery(function);
+	END IF;
+	-- a variable, so that rl_sql_take_key, which reads it twice, is inlined
+	k := @extschema@.rl_sql_key(limiter, key);
+	v := @extschema@.rl_sql_take_key(k, l, now, at_given, cost);
+	RETURN @extschema@.rl_sql_decision(v, l.shadow);
 END
 $$;
 
