@@ -32,8 +32,9 @@
  *	   an outage: SQLSTATE 42501 (a limiter with a policy called with an
  *	   explicit rate and burst, or a function the role may not call), 42704
  *	   (a limiter without a policy) and class 22 (an argument refused) are
- *	   an error status for the limiter at fault, with no fallback decision
- *	   and no backoff.  With partitions set (a ratelimit_proxy in front
+ *	   an error status for the limiter at fault, the server's SQLSTATE and
+ *	   message in the answer's error, with no fallback decision and no
+ *	   backoff.  With partitions set (a ratelimit_proxy in front
  *	   of shards), each partition has its own backoff, so only the keys of
  *	   a failing shard fall back; a multi-limit call falls back when any of
  *	   its keys' partitions is in its backoff.
