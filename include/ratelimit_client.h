@@ -283,8 +283,8 @@ extern RlStatus rl_client_take_all_policy(RlClient *client,
  * Give cost requests back to the bucket of (limiter, key), as
  * rl_refund(limiter, key, cost) does (the role needs EXECUTE on it), and to
  * the client's own buckets of the key, so that a refunded request does not
- * count against the pre-check.  During an outage only the in-memory bucket
- * is refunded (source fallback), and nothing is written back later.
+ * count against the pre-check.  During an outage only the client's buckets
+ * are (source fallback), and nothing is written back later.
  */
 extern RlStatus rl_client_refund(RlClient *client, const char *limiter,
 								 const char *key, int32_t cost,
