@@ -32,8 +32,9 @@
  *	   an outage: SQLSTATE 42501 (a limiter with a policy called with an
  *	   explicit rate and burst, or a function the role may not call), 42704
  *	   (a limiter without a policy) and class 22 (an argument refused) are
- *	   an error status for the limiter at fault, with no fallback decision
- *	   and no backoff.  With partitions set (a ratelimit_proxy in front
+ *	   an error status for the limiter at fault, the server's SQLSTATE and
+ *	   message in the answer's error, with no fallback decision and no
+ *	   backoff.  With partitions set (a ratelimit_proxy in front
  *	   of shards), each partition has its own backoff, so only the keys of
  *	   a failing shard fall back; a multi-limit call falls back when any of
  *	   its keys' partitions is in its backoff.
@@ -56,6 +57,9 @@
  *
  * Every function may be called from any thread, except rl_client_free,
  * which must be the client's last use.
+ *
+ * A C++ file may include it for the declarations; the implementation is C,
+ * so the file that defines RATELIMIT_CLIENT_IMPLEMENTATION is a C file.
  */
 #ifndef RATELIMIT_CLIENT_H
 #define RATELIMIT_CLIENT_H
@@ -67,6 +71,11 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#ifdef __cplusplus
+extern "C"
+{
+#endif
 
 typedef struct RlClient RlClient;
 
@@ -100,6 +109,26 @@ typedef enum RlStatus
 /* Most requests one rl_client_take_all decides, as rl_take_all. */
 #define RL_MAX_REQUESTS 16
 
+/* Bytes of an RlError text, its NUL included */
+#define RL_ERROR_TEXT 256
+
+/*
+ * Why a call was refused: empty on RL_OK.  A refusal by the database
+ * (RL_NOT_PERMITTED, RL_UNKNOWN_LIMITER, RL_REFUSED) holds the server's
+ * SQLSTATE, message, detail and hint; bad use that the client refuses
+ * itself, the SQLSTATE the server gives the same call ("" where it has
+ * none, e.g. RL_NULL_ARGUMENT) and rl_status_message's sentence.  Text
+ * longer than RL_ERROR_TEXT - 1 bytes is cut at a character boundary.
+ */
+typedef struct RlError
+{
+	char		sqlstate[6];
+	bool		from_server;	/* the database refused the call */
+	char		message[RL_ERROR_TEXT];
+	char		detail[RL_ERROR_TEXT];	/* "" when the server gave none */
+	char		hint[RL_ERROR_TEXT];
+} RlError;
+
 /* Who made a decision. */
 typedef enum RlSource
 {
@@ -116,6 +145,7 @@ typedef struct RlDecision
 								 * never (cost > burst: rl_take's NULL) */
 	double		reset_after;	/* seconds until the bucket is full again */
 	RlSource	source;
+	RlError		error;			/* when the call was refused */
 } RlDecision;
 
 /* One request of a multi-limit call. */
@@ -141,7 +171,28 @@ typedef struct RlDecisionAll
 								 * unknown limiter or another refusal by
 								 * the database, the request at fault */
 	RlSource	source;
+	RlError		error;			/* when the call was refused */
 } RlDecisionAll;
+
+/* The answer of rl_client_refund. */
+typedef struct RlRefund
+{
+	bool		refunded;		/* a live bucket changed, as rl_refund says */
+	RlSource	source;			/* RL_SOURCE_DATABASE, or RL_SOURCE_FALLBACK:
+								 * during an outage, memory only */
+	RlError		error;			/* when the call was refused */
+} RlRefund;
+
+/* A limiter's row of rl_policies, as the client read it last. */
+typedef struct RlPolicy
+{
+	double		rate;
+	int32_t		burst;
+	bool		shadow;
+	double		lockout;		/* seconds; 0: none (or a 1.2 database) */
+	double		lockout_growth;
+	double		lockout_max;	/* seconds; 0: as lockout */
+} RlPolicy;
 
 /*
  * Called at most once per warning interval per limiter while decisions of
@@ -228,6 +279,25 @@ extern RlStatus rl_client_take_all_policy(RlClient *client,
 										  const RlRequest *requests, int n,
 										  RlDecisionAll *decision);
 
+/*
+ * Give cost requests back to the bucket of (limiter, key), as
+ * rl_refund(limiter, key, cost) does (the role needs EXECUTE on it), and to
+ * the client's own buckets of the key, so that a refunded request does not
+ * count against the pre-check.  During an outage only the client's buckets
+ * are (source fallback), and nothing is written back later.
+ */
+extern RlStatus rl_client_refund(RlClient *client, const char *limiter,
+								 const char *key, int32_t cost,
+								 RlRefund *refund);
+
+/*
+ * The limiter's policy as the client read rl_policies last (a policy call
+ * reads it): RL_OK, or RL_UNKNOWN_LIMITER when that read had no row for it,
+ * or no policy call has read it yet.  No round trip.
+ */
+extern RlStatus rl_client_policy(RlClient *client, const char *limiter,
+								 RlPolicy *policy);
+
 extern void rl_client_stats(RlClient *client, RlClientStats *stats);
 
 /*
@@ -239,11 +309,19 @@ extern void rl_client_free(RlClient *client);
 /* A sentence for a status, naming the argument. */
 extern const char *rl_status_message(RlStatus status);
 
+#ifdef __cplusplus
+}
+#endif
+
 #endif							/* RATELIMIT_CLIENT_H */
 
 
 #if defined(RATELIMIT_CLIENT_IMPLEMENTATION) && !defined(RATELIMIT_CLIENT_IMPLEMENTED)
 #define RATELIMIT_CLIENT_IMPLEMENTED
+
+#ifdef __cplusplus
+#error "the implementation of ratelimit_client.h is C: define RATELIMIT_CLIENT_IMPLEMENTATION in a C file"
+#endif
 
 #include <errno.h>
 #include <limits.h>
@@ -342,7 +420,7 @@ typedef enum RlWarning
 } RlWarning;
 
 /* One row of rl_policies as last read. */
-typedef struct RlPolicy
+typedef struct RlPolicyRow
 {
 	char	   *limiter;
 	double		rate;
@@ -351,7 +429,7 @@ typedef struct RlPolicy
 	int64_t		lockout_us;		/* 0: none (or a 1.2 database) */
 	double		lockout_growth;
 	int64_t		lockout_max_us; /* 0: as lockout_us */
-} RlPolicy;
+} RlPolicyRow;
 
 /* Whether the database, or one partition of a proxy, answers. */
 typedef struct RlHealth
@@ -368,6 +446,7 @@ struct RlClient
 	char	   *query_policy;	/* rl_take by policy */
 	char	   *query_all;		/* rl_take_all_detail, explicit */
 	char	   *query_all_policy;	/* rl_take_all_detail by policies */
+	char	   *query_refund;	/* rl_refund */
 	char	   *query_policies; /* reads rl_policies */
 	char	   *query_policies_12;	/* the same at 1.2: no lockout columns */
 	atomic_bool policies_12;	/* the database answered 42703: at 1.2 */
@@ -390,7 +469,7 @@ struct RlClient
 	RlTable		warned;			/* full_at_us: quiet until then */
 	int64_t		summary_due_us; /* the next summary line not before */
 	RlClientStats stats;
-	RlPolicy   *policies;		/* the last read, sorted by limiter */
+	RlPolicyRow *policies;		/* the last read, sorted by limiter */
 	int			npolicies;
 	int64_t		policies_due_us;	/* read again from then; 0: at once */
 
@@ -566,6 +645,86 @@ rl_status_message(RlStatus status)
 			return "the database refused an argument of the call (SQLSTATE class 22), e.g. a policy whose limit it cannot use";
 	}
 	return "unknown status";
+}
+
+/* The SQLSTATE the server gives the bad use of a status; "" for none. */
+static const char *
+rl_status_sqlstate(RlStatus status)
+{
+	switch (status)
+	{
+		case RL_NULL_LIMITER:
+		case RL_NULL_KEY:
+			return "22004";
+		case RL_INVALID_LIMITER:
+		case RL_INVALID_KEY:
+			return "22021";
+		case RL_EMPTY_LIMITER:
+		case RL_EMPTY_KEY:
+		case RL_BAD_RATE:
+		case RL_BAD_BURST:
+		case RL_BAD_COST:
+		case RL_TOLERANCE_TOO_LARGE:
+		case RL_BAD_COUNT:
+		case RL_DUPLICATE:
+		case RL_REFUSED:
+			return "22023";
+		case RL_UNKNOWN_LIMITER:
+			return "42704";
+		case RL_NOT_PERMITTED:
+			return "42501";
+		case RL_OK:
+		case RL_NULL_ARGUMENT:
+		case RL_BAD_OPTION:
+		case RL_NO_MEMORY:
+		case RL_SYSTEM_ERROR:
+			break;
+	}
+	return "";
+}
+
+static void
+rl_error_clear(RlError *error)
+{
+	error->sqlstate[0] = '\0';
+	error->from_server = false;
+	error->message[0] = '\0';
+	error->detail[0] = '\0';
+	error->hint[0] = '\0';
+}
+
+/* Text into an RlError field, cut at a character boundary when too long. */
+static void
+rl_error_text(char *field, const char *text)
+{
+	size_t		n = text != NULL ? strlen(text) : 0;
+
+	if (n >= RL_ERROR_TEXT)
+	{
+		n = RL_ERROR_TEXT - 1;
+		/* text[n] continues a character: cut before that character */
+		while (n > 0 && ((unsigned char) text[n] & 0xC0) == 0x80)
+			n--;
+	}
+	if (n > 0)
+		memcpy(field, text, n);
+	field[n] = '\0';
+}
+
+/*
+ * The error of a refused call, unless the server's refusal is already
+ * there: the status's SQLSTATE and sentence.
+ */
+static RlStatus
+rl_refused(RlError *error, RlStatus status)
+{
+	if (status != RL_OK && !error->from_server)
+	{
+		snprintf(error->sqlstate, sizeof(error->sqlstate), "%s",
+				 rl_status_sqlstate(status));
+		rl_error_text(error->message, rl_status_message(status));
+	}
+	return status;
 }
 
 
@@ -1015,6 +1174,28 @@ rl_entry_decide(RlTable *t, RlEntry *e, GcraBucket *bucket,
 	return d;
 }
 
+/* A denial with nothing in it, the error kept: what a refused call leaves. */
+static void
+rl_deny(RlDecision *out)
+{
+	out->allowed = false;
+	out->remaining = 0;
+	out->retry_after = 0;
+	out->reset_after = 0;
+	out->source = RL_SOURCE_DATABASE;
+}
+
+static void
+rl_deny_all(RlDecisionAll *out)
+{
+	out->allowed = false;
+	out->remaining = 0;
+	out->retry_after = 0;
+	out->reset_after = 0;
+	out->binding = 0;
+	out->source = RL_SOURCE_DATABASE;
+}
+
 static void
 rl_decision_from_gcra(RlDecision *out, const GcraDecision *d, RlSource source)
 {
@@ -1067,13 +1248,15 @@ rl_error_detail(PGconn *conn, const PGresult *res, char *detail, size_t len)
 }
 
 /*
- * The status of an error that a retry cannot fix, and which request it is
- * about ("element N of the arrays of rl_take_all_detail" in its context; 0
- * when it does not say); RL_OK for any other failure, an outage.
+ * The status of an error that a retry cannot fix, which request it is about
+ * ("element N of the arrays of rl_take_all_detail" in its context; 0 when
+ * it does not say), and into *error what the server said; RL_OK for any
+ * other failure, an outage.
  */
 static RlStatus
-rl_refusal(const PGresult *res, int n, int *element)
+rl_refusal(const PGresult *res, int n, int *element, RlError *error)
 {
+	RlStatus	status = RL_OK;
 	const char *state;
 	const char *context;
 	const char *at;
@@ -1087,12 +1270,20 @@ rl_refusal(const PGresult *res, int n, int *element)
 	if (*element < 0 || *element >= n)
 		*element = 0;
 	if (strcmp(state, "42501") == 0)
-		return RL_NOT_PERMITTED;
-	if (strcmp(state, "42704") == 0)
-		return RL_UNKNOWN_LIMITER;
-	if (strncmp(state, "22", 2) == 0)
-		return RL_REFUSED;
-	return RL_OK;
+		status = RL_NOT_PERMITTED;
+	else if (strcmp(state, "42704") == 0)
+		status = RL_UNKNOWN_LIMITER;
+	else if (strncmp(state, "22", 2) == 0)
+		status = RL_REFUSED;
+	if (status != RL_OK)
+	{
+		snprintf(error->sqlstate, sizeof(error->sqlstate), "%s", state);
+		error->from_server = true;
+		rl_error_text(error->message, PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+		rl_error_text(error->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+		rl_error_text(error->hint, PQresultErrorField(res, PG_DIAG_MESSAGE_HINT));
+	}
+	return status;
 }
 
 static RlConnection *
@@ -1438,7 +1629,8 @@ rl_db_take(RlClient *c, const char *limiter, const char *key, double rate,
 	snprintf(burst_text, sizeof(burst_text), "%d", (int) burst);
 	snprintf(cost_text, sizeof(cost_text), "%d", (int) cost);
 	r = rl_db_call(c, c->query, 5, values, NULL, deadline, &res, detail, len);
-	if (r == RL_DB_ERROR && (*refused = rl_refusal(res, 1, &element)) != RL_OK)
+	if (r == RL_DB_ERROR &&
+		(*refused = rl_refusal(res, 1, &element, &out->error)) != RL_OK)
 		r = RL_DB_REFUSED;
 	else if (r == RL_DB_OK && !rl_parse_decision(res, out))
 	{
@@ -1593,11 +1785,11 @@ rl_refuse_locally(RlEntry *e, const GcraLimit *limit,
 						precheck->retry_after_us : take.retry_after_us) / 1e6;
 }
 
-RlStatus
-rl_client_take(RlClient *client, const char *limiter, const char *key,
-			   double rate, int32_t burst, int32_t cost, RlDecision *decision)
+/* rl_client_take, its decision a denial with no error yet. */
+static RlStatus
+rl_take_explicit(RlClient *c, const char *limiter, const char *key,
+				 double rate, int32_t burst, int32_t cost, RlDecision *decision)
 {
-	RlClient   *c = client;
 	GcraLimit	limit;
 	GcraLimit	precheck;
 	bool		use_precheck;
@@ -1612,11 +1804,6 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 	int			part;
 	char		detail[RL_DETAIL_LEN];
 
-	if (decision == NULL)
-		return RL_NULL_ARGUMENT;
-	memset(decision, 0, sizeof(*decision));
-	if (c == NULL)
-		return RL_NULL_ARGUMENT;
 	status = rl_check_arguments(limiter, key, rate, burst, cost, &limit);
 	if (status != RL_OK)
 		return status;
@@ -1678,7 +1865,7 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 		/* the database answered: bad use, neither a failure nor a decision */
 		rl_health_set(c, &part, 1, now, 0, NULL);
 		pthread_mutex_unlock(&c->lock);
-		memset(decision, 0, sizeof(*decision));
+		rl_deny(decision);
 		return status;
 	}
 	if (r == RL_DB_OK)
@@ -1707,6 +1894,19 @@ rl_client_take(RlClient *client, const char *limiter, const char *key,
 		rl_health_set(c, &part, 1, now, reason, detail);
 	return rl_fallback(c, id, &limit, now, cost, limiter, reason, detail,
 					   decision);
+}
+
+RlStatus
+rl_client_take(RlClient *client, const char *limiter, const char *key,
+			   double rate, int32_t burst, int32_t cost, RlDecision *decision)
+{
+	if (decision == NULL)
+		return RL_NULL_ARGUMENT;
+	rl_deny(decision);
+	rl_error_clear(&decision->error);
+	return rl_refused(&decision->error, client == NULL ? RL_NULL_ARGUMENT :
+					  rl_take_explicit(client, limiter, key, rate, burst,
+									   cost, decision));
 }
 
 
@@ -1738,18 +1938,29 @@ typedef struct RlItem
 static int
 rl_policy_cmp(const void *a, const void *b)
 {
-	return strcmp(((const RlPolicy *) a)->limiter,
-				  ((const RlPolicy *) b)->limiter);
+	return strcmp(((const RlPolicyRow *) a)->limiter,
+				  ((const RlPolicyRow *) b)->limiter);
 }
 
 static void
-rl_policies_free(RlPolicy *policies, int n)
+rl_policies_free(RlPolicyRow *policies, int n)
 {
 	int			i;
 
 	for (i = 0; i < n; i++)
 		free(policies[i].limiter);
 	free(policies);
+}
+
+/* limiter's row of the last read of rl_policies, or NULL; c->lock held. */
+static const RlPolicyRow *
+rl_policy_find(const RlClient *c, const char *limiter)
+{
+	RlPolicyRow want = {.limiter = (char *) limiter};
+
+	return c->npolicies == 0 ? NULL :
+		bsearch(&want, c->policies, c->npolicies, sizeof(RlPolicyRow),
+				rl_policy_cmp);
 }
 
 /*
@@ -1765,10 +1976,7 @@ rl_policies_apply(RlClient *c, RlItem *items, int n)
 
 	for (i = 0; i < n; i++)
 	{
-		RlPolicy	want = {.limiter = (char *) items[i].limiter};
-		const RlPolicy *p = c->npolicies == 0 ? NULL :
-			bsearch(&want, c->policies, c->npolicies, sizeof(RlPolicy),
-					rl_policy_cmp);
+		const RlPolicyRow *p = rl_policy_find(c, items[i].limiter);
 
 		items[i].known = p != NULL &&
 			gcra_limit_init(&items[i].limit, p->rate, p->burst, wall,
@@ -1788,15 +1996,15 @@ rl_policies_apply(RlClient *c, RlItem *items, int n)
 
 /* rl_policies as read; false when the answer is not that table. */
 static bool
-rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
+rl_policies_parse(const PGresult *res, RlPolicyRow **policies, int *count)
 {
 	int			n = PQntuples(res);
-	RlPolicy   *p;
+	RlPolicyRow *p;
 	int			i;
 
 	if (PQnfields(res) != 4 && PQnfields(res) != 7)
 		return false;
-	p = calloc(n > 0 ? n : 1, sizeof(RlPolicy));
+	p = calloc(n > 0 ? n : 1, sizeof(RlPolicyRow));
 	if (p == NULL)
 		return false;
 	for (i = 0; i < n; i++)
@@ -1819,7 +2027,7 @@ rl_policies_parse(const PGresult *res, RlPolicy **policies, int *count)
 			return false;
 		}
 	}
-	qsort(p, n, sizeof(RlPolicy), rl_policy_cmp);
+	qsort(p, n, sizeof(RlPolicyRow), rl_policy_cmp);
 	*policies = p;
 	*count = n;
 	return true;
@@ -1930,7 +2138,7 @@ rl_parse_decision_all(const PGresult *res, const RlItem *items, int n,
 static RlDbResult
 rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 			 bool read_policies, int64_t deadline, RlDecisionAll *out,
-			 double *resets, RlPolicy **policies, int *npolicies,
+			 double *resets, RlPolicyRow **policies, int *npolicies,
 			 RlStatus *refused, int *element, char *detail, size_t len)
 {
 	char	   *limiters = NULL;
@@ -1988,7 +2196,8 @@ rl_db_decide(RlClient *c, RlCall call, const RlItem *items, int n,
 		r = RL_DB_ERROR;
 	}
 	PQclear(read);
-	if (r == RL_DB_ERROR && (*refused = rl_refusal(res, n, element)) != RL_OK)
+	if (r == RL_DB_ERROR &&
+		(*refused = rl_refusal(res, n, element, &out->error)) != RL_OK)
 		r = RL_DB_REFUSED;
 	else if (r == RL_DB_OK && call == RL_CALL_POLICY)
 	{
@@ -2312,7 +2521,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 	int64_t		deadline = rl_now_us() + c->deadline_us;
 	int64_t		now;
 	double		resets[RL_MAX_REQUESTS];
-	RlPolicy   *policies = NULL;
+	RlPolicyRow *policies = NULL;
 	int			npolicies = 0;
 	RlStatus	refused = RL_OK;
 	int			element = 0;
@@ -2376,7 +2585,7 @@ rl_decide(RlClient *c, RlCall call, RlItem *items, int n, RlDecisionAll *out)
 		/* the database answered: bad use, neither a failure nor a decision */
 		rl_health_set(c, parts, n, now, 0, NULL);
 		pthread_mutex_unlock(&c->lock);
-		memset(out, 0, sizeof(*out));
+		rl_deny_all(out);
 		out->binding = element;
 		return refused;
 	}
@@ -2483,17 +2692,19 @@ rl_take_all_call(RlClient *c, const RlRequest *requests, int n,
 
 	if (decision == NULL)
 		return RL_NULL_ARGUMENT;
-	memset(decision, 0, sizeof(*decision));
+	rl_deny_all(decision);
+	rl_error_clear(&decision->error);
 	if (c == NULL)
-		return RL_NULL_ARGUMENT;
+		return rl_refused(&decision->error, RL_NULL_ARGUMENT);
 	status = rl_check_requests(c, requests, n, by_policy, items, &bad);
 	if (status != RL_OK)
 	{
 		decision->binding = bad;
-		return status;
+		return rl_refused(&decision->error, status);
 	}
-	return rl_decide(c, by_policy ? RL_CALL_ALL_POLICY : RL_CALL_ALL, items, n,
-					 decision);
+	return rl_refused(&decision->error,
+					  rl_decide(c, by_policy ? RL_CALL_ALL_POLICY : RL_CALL_ALL,
+								items, n, decision));
 }
 
 RlStatus
@@ -2520,23 +2731,192 @@ rl_client_take_policy(RlClient *client, const char *limiter, const char *key,
 
 	if (decision == NULL)
 		return RL_NULL_ARGUMENT;
-	memset(decision, 0, sizeof(*decision));
+	rl_deny(decision);
+	rl_error_clear(&decision->error);
 	if (client == NULL)
-		return RL_NULL_ARGUMENT;
+		return rl_refused(&decision->error, RL_NULL_ARGUMENT);
 	status = rl_check_names(limiter, key);
 	if (status == RL_OK && cost < 0)
 		status = RL_BAD_COST;
 	if (status != RL_OK)
-		return status;
+		return rl_refused(&decision->error, status);
 	rl_identity(client, limiter, key, item.id);
 	item.partition = rl_partition(client, limiter, key);
+	rl_deny_all(&all);
+	rl_error_clear(&all.error);
 	status = rl_decide(client, RL_CALL_POLICY, &item, 1, &all);
 	decision->allowed = all.allowed;
 	decision->remaining = all.remaining;
 	decision->retry_after = all.retry_after;
 	decision->reset_after = all.reset_after;
 	decision->source = all.source;
-	return status;
+	if (status != RL_OK)
+		decision->error = all.error;
+	return rl_refused(&decision->error, status);
+}
+
+RlStatus
+rl_client_policy(RlClient *client, const char *limiter, RlPolicy *policy)
+{
+	const RlPolicyRow *p;
+
+	if (client == NULL || policy == NULL)
+		return RL_NULL_ARGUMENT;
+	memset(policy, 0, sizeof(*policy));
+	if (limiter == NULL)
+		return RL_NULL_LIMITER;
+	pthread_mutex_lock(&client->lock);
+	p = rl_policy_find(client, limiter);
+	if (p != NULL)
+	{
+		policy->rate = p->rate;
+		policy->burst = p->burst;
+		policy->shadow = p->shadow;
+		policy->lockout = p->lockout_us / 1e6;
+		policy->lockout_growth = p->lockout_growth;
+		policy->lockout_max = p->lockout_max_us / 1e6;
+	}
+	pthread_mutex_unlock(&client->lock);
+	return p != NULL ? RL_OK : RL_UNKNOWN_LIMITER;
+}
+
+
+/* ---- refunds ---- */
+
+/*
+ * Give cost cells back to the live buckets of id in memory, at the T each
+ * was stored with, as rl_refund does: tat := max(now, tat - cost * T), its
+ * lock kept (a refund never ends a lockout).  True when the in-memory
+ * limiter's bucket changed.  c->lock held.
+ */
+static bool
+rl_refund_locally(RlClient *c, const uint64_t id[2], int64_t now, int32_t cost)
+{
+	RlEntry    *e = rl_table_find(&c->table, id);
+	bool		changed = false;
+	int			i;
+
+	if (e == NULL)
+		return false;
+	for (i = 0; i < 2; i++)
+	{
+		GcraBucket *b = i == 0 ? &e->memory : &e->precheck;
+		int64_t		tat;
+
+		if (!b->present || b->tat_us <= now)
+			continue;
+		/* cost * T may overflow: when cost > (tat - now) / T, it passes now */
+		tat = cost > (b->tat_us - now) / b->interval_us ? now :
+			b->tat_us - cost * b->interval_us;
+		if (tat < now)
+			tat = now;
+		changed |= i == 0 && tat != b->tat_us;
+		b->tat_us = tat;
+	}
+	rl_entry_fix(&c->table, e);
+	return changed;
+}
+
+/* rl_refund on a pooled connection, within the deadline. */
+static RlDbResult
+rl_db_refund(RlClient *c, const char *limiter, const char *key, int32_t cost,
+			 int64_t deadline, RlRefund *out, RlStatus *refused, char *detail,
+			 size_t len)
+{
+	char		cost_text[16];
+	const char *values[3] = {limiter, key, cost_text};
+	PGresult   *res;
+	RlDbResult	r;
+	int			element;
+
+	snprintf(cost_text, sizeof(cost_text), "%d", (int) cost);
+	r = rl_db_call(c, c->query_refund, 3, values, NULL, deadline, &res, detail, len);
+	if (r == RL_DB_ERROR &&
+		(*refused = rl_refusal(res, 1, &element, &out->error)) != RL_OK)
+		r = RL_DB_REFUSED;
+	else if (r == RL_DB_OK)
+	{
+		if (PQntuples(res) == 1 && PQnfields(res) == 1 && !PQgetisnull(res, 0, 0))
+			out->refunded = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		else
+		{
+			snprintf(detail, len, "rl_refund answered something that is not a boolean");
+			r = RL_DB_ERROR;
+		}
+	}
+	PQclear(res);
+	return r;
+}
+
+/* rl_client_refund, its arguments checked. */
+static RlStatus
+rl_refund_checked(RlClient *c, const char *limiter, const char *key,
+				  int32_t cost, RlRefund *refund)
+{
+	uint64_t	id[2];
+	int64_t		deadline = rl_now_us() + c->deadline_us;
+	int64_t		now;
+	RlStatus	refused = RL_OK;
+	RlDbResult	r;
+	int			part = rl_partition(c, limiter, key);
+	char		detail[RL_DETAIL_LEN];
+
+	rl_identity(c, limiter, key, id);
+	pthread_mutex_lock(&c->lock);
+	now = rl_now_us();
+	if (rl_backing_off(c, &part, 1, now) != NULL)
+	{
+		refund->refunded = rl_refund_locally(c, id, now, cost);
+		refund->source = RL_SOURCE_FALLBACK;
+		pthread_mutex_unlock(&c->lock);
+		return RL_OK;
+	}
+	rl_probing(c, &part, 1, now);
+	pthread_mutex_unlock(&c->lock);
+
+	r = rl_db_refund(c, limiter, key, cost, deadline, refund, &refused,
+					 detail, sizeof(detail));
+
+	pthread_mutex_lock(&c->lock);
+	now = rl_now_us();
+	if (r == RL_DB_OK || r == RL_DB_REFUSED)
+		rl_health_set(c, &part, 1, now, 0, NULL);
+	else if (r != RL_DB_BUSY)
+		rl_health_set(c, &part, 1, now,
+					  r == RL_DB_ERROR ? RL_REASON_ERROR : RL_REASON_TIMEOUT,
+					  detail);
+	if (r != RL_DB_REFUSED)
+	{
+		bool		changed = rl_refund_locally(c, id, now, cost);
+
+		if (r != RL_DB_OK)
+		{
+			refund->refunded = changed;
+			refund->source = RL_SOURCE_FALLBACK;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	return refused;
+}
+
+RlStatus
+rl_client_refund(RlClient *client, const char *limiter, const char *key,
+				 int32_t cost, RlRefund *refund)
+{
+	RlStatus	status = RL_NULL_ARGUMENT;
+
+	if (refund == NULL)
+		return RL_NULL_ARGUMENT;
+	refund->refunded = false;
+	refund->source = RL_SOURCE_DATABASE;
+	rl_error_clear(&refund->error);
+	if (client != NULL)
+		status = rl_check_names(limiter, key);
+	if (status == RL_OK && cost < 0)
+		status = RL_BAD_COST;
+	if (status == RL_OK)
+		status = rl_refund_checked(client, limiter, key, cost, refund);
+	return rl_refused(&refund->error, status);
 }
 
 
@@ -2664,6 +3044,7 @@ rl_client_release(RlClient *c)
 	free(c->query_policy);
 	free(c->query_all);
 	free(c->query_all_policy);
+	free(c->query_refund);
 	free(c->query_policies);
 	free(c->query_policies_12);
 	rl_policies_free(c->policies, c->npolicies);
@@ -2703,6 +3084,8 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 								  "@rl_take_all_detail($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[]) AS a");
 	c->query_all_policy = rl_build_query(options->schema, RL_ALL_COLUMNS
 										 "@rl_take_all_detail($1::text[], $2::text[], $3::int4[]) AS a");
+	c->query_refund = rl_build_query(options->schema,
+									 "SELECT @rl_refund($1::text, $2::text, $3::int4)");
 	c->query_policies = rl_build_query(options->schema,
 									   "SELECT limiter, rate, burst, shadow, "
 									   RL_INTERVAL_US("lockout") ", lockout_growth, "
@@ -2716,7 +3099,7 @@ rl_client_new(const RlClientOptions *options, RlClient **client)
 		!rl_table_init(&c->warned, RL_MAX_WARNED_LIMITERS) ||
 		c->conninfo == NULL || c->query == NULL || c->query_policy == NULL ||
 		c->query_all == NULL || c->query_all_policy == NULL ||
-		c->query_policies == NULL || c->query_policies_12 == NULL || c->pool == NULL || c->health == NULL)
+		c->query_refund == NULL || c->query_policies == NULL || c->query_policies_12 == NULL || c->pool == NULL || c->health == NULL)
 	{
 		rl_client_release(c);
 		return RL_NO_MEMORY;

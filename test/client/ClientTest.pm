@@ -33,24 +33,43 @@ sub client_node
 # build_client(SOURCE, [sanitizer => 'address' | 'thread']): compile a C
 # file (a path, or a name in test/client/) with the client header and libpq;
 # returns the binary.  AddressSanitizer comes with UBSan and leak detection.
+# A C++ file (a path ending in .cpp) is built with g++ (clang++ for the
+# thread sanitizer) and linked with the implementation, which is C, built
+# from test/client/implementation.c.
 sub build_client
 {
 	my ($source, %opt) = @_;
 	my $sanitizer = $opt{sanitizer} // 'address';
 	$source = "$src/test/client/$source.c" unless $source =~ m{/};
-	my $bin = PostgreSQL::Test::Utils::tempdir() . '/' . basename($source, '.c') . "_$sanitizer";
+	my $cplusplus = $source =~ /\.cpp$/;
+	my $dir = PostgreSQL::Test::Utils::tempdir();
+	my $bin = "$dir/" . basename($source, '.c', '.cpp') . "_$sanitizer";
 	my $cc = $sanitizer eq 'thread' ? 'clang' : 'cc';
-	my @flags = $sanitizer eq 'thread'
-	  ? ('-fsanitize=thread')
-	  : ('-fsanitize=address,undefined', '-fno-sanitize-recover=all');
-	my @cmd = (
-		$cc, '-std=c11', '-Wall', '-Wextra', '-Werror', '-g', '-O1',
-		'-fno-omit-frame-pointer', @flags, "-I$src/include",
-		"-I$src/test/client", '-o', $bin, $source,
-		split(' ', `pkg-config --cflags --libs libpq`), '-pthread', '-lm');
+	my $cxx = $sanitizer eq 'thread' ? 'clang++' : 'g++';
+	my @flags = (
+		'-Wall', '-Wextra', '-Werror', '-g', '-O1', '-fno-omit-frame-pointer',
+		$sanitizer eq 'thread'
+		? ('-fsanitize=thread')
+		: ('-fsanitize=address,undefined', '-fno-sanitize-recover=all'),
+		"-I$src/include", "-I$src/test/client");
+	my @libpq = split(' ', `pkg-config --cflags --libs libpq`);
+	my @cmd = $cplusplus
+	  ? ($cxx, '-std=c++17', @flags, '-o', $bin, $source, "$dir/implementation.o",
+		@libpq, '-pthread', '-lm')
+	  : ($cc, '-std=c11', @flags, '-o', $bin, $source, @libpq, '-pthread', '-lm');
 	my ($out, $err) = ('', '');
-	my $built = IPC::Run::run(\@cmd, '>', \$out, '2>', \$err);
-	ok($built, basename($source) . " builds with $cc -Wall -Wextra -Werror -fsanitize=$sanitizer")
+	my $built = 1;
+	if ($cplusplus)
+	{
+		my @c = ($cc, '-std=c11', @flags, '-c', '-o', "$dir/implementation.o",
+			"$src/test/client/implementation.c", @libpq);
+		$built = IPC::Run::run(\@c, '>', \$out, '2>', \$err);
+		ok($built, "implementation.c builds with $cc -fsanitize=$sanitizer")
+		  or diag("@c\n$out$err");
+	}
+	$built &&= IPC::Run::run(\@cmd, '>', \$out, '2>', \$err);
+	ok($built, basename($source) . " builds with " . ($cplusplus ? $cxx : $cc)
+		  . " -Wall -Wextra -Werror -fsanitize=$sanitizer")
 	  or diag("@cmd\n$out$err");
 	return $bin;
 }

@@ -131,7 +131,7 @@ typedef struct Warnings
 static inline void
 warnings_record(void *arg, const char *limiter, const char *message)
 {
-	Warnings   *w = arg;
+	Warnings   *w = (Warnings *) arg;
 	int			i;
 
 	pthread_mutex_lock(&w->lock);

@@ -106,6 +106,11 @@ test_bad_use(RlClient *client)
 								b->cost, &d);
 		is_int(status, b->status, "%s: the client refuses it", b->what);
 		ok(!d.allowed, "%s: the decision left behind is a denial", b->what);
+		if (!ok(strcmp(d.error.sqlstate, b->sqlstate) == 0 && !d.error.from_server &&
+				strcmp(d.error.message, rl_status_message(status)) == 0,
+				"%s: its error holds %s and the client's sentence", b->what,
+				b->sqlstate))
+			diag("error: %s %s", d.error.sqlstate, d.error.message);
 		snprintf(burst, sizeof(burst), "%d", b->burst);
 		snprintf(cost, sizeof(cost), "%d", b->cost);
 		server_take(b->limiter, b->key, b->rate_text, burst, cost, sqlstate,
@@ -124,14 +129,18 @@ test_bad_use(RlClient *client)
 
 	/* the edges that both accept */
 	ok(rl_client_take(client, "edge", "rate", 1000000, 1, 1, &d) == RL_OK &&
-	   d.allowed && d.source == RL_SOURCE_DATABASE,
-	   "rate 1000000 and burst 1 are accepted, by the database");
+	   d.allowed && d.source == RL_SOURCE_DATABASE &&
+	   d.error.sqlstate[0] == '\0' && d.error.message[0] == '\0',
+	   "rate 1000000 and burst 1 are accepted, by the database, with an empty error");
 	ok(rl_client_take(client, "edge", "\xf0\x9f\x98\x80 \xc3\xa9", 1e-6, 1000, 0, &d) == RL_OK &&
 	   d.allowed && d.remaining == 1000 && d.source == RL_SOURCE_DATABASE,
 	   "a 4-byte UTF-8 key, a tolerance of 31 years and cost 0 are accepted");
 
 	is_int(rl_client_take(NULL, "l", "k", 1, 1, 1, &d), RL_NULL_ARGUMENT,
 		   "a NULL client is refused");
+	ok(d.error.sqlstate[0] == '\0' &&
+	   strcmp(d.error.message, rl_status_message(RL_NULL_ARGUMENT)) == 0,
+	   "its error has no SQLSTATE (no call of the server is like it) and the sentence");
 	is_int(rl_client_take(client, "l", "k", 1, 1, 1, NULL), RL_NULL_ARGUMENT,
 		   "a NULL decision is refused");
 	ok(strcmp(rl_status_message(RL_NULL_ARGUMENT),

@@ -92,6 +92,56 @@ show(const char *who, const RlDecisionAll *d, const char *limiter)
 		 d->reset_after, limiter, (int) d->source);
 }
 
+/* A field of the server's error, "" when it has none. */
+static const char *
+error_field(const PGresult *res, int field)
+{
+	const char *text = PQresultErrorField(res, field);
+
+	return text != NULL ? text : "";
+}
+
+/* What the server says to a call it refuses. */
+static void
+server_error(const char *query, int nparams, const char *const *values,
+			 RlError *want)
+{
+	PGresult   *res = PQexecParams(raw, query, nparams, NULL, values, NULL, NULL, 0);
+
+	if (PQresultStatus(res) != PGRES_FATAL_ERROR)
+	{
+		fprintf(stderr, "%s: the server did not refuse it\n", query);
+		exit(2);
+	}
+	want->from_server = true;
+	snprintf(want->sqlstate, sizeof(want->sqlstate), "%s",
+			 error_field(res, PG_DIAG_SQLSTATE));
+	snprintf(want->message, sizeof(want->message), "%s",
+			 error_field(res, PG_DIAG_MESSAGE_PRIMARY));
+	snprintf(want->detail, sizeof(want->detail), "%s",
+			 error_field(res, PG_DIAG_MESSAGE_DETAIL));
+	snprintf(want->hint, sizeof(want->hint), "%s",
+			 error_field(res, PG_DIAG_MESSAGE_HINT));
+	PQclear(res);
+}
+
+static bool
+same_error(const RlError *got, const RlError *want)
+{
+	bool		same = got->from_server == want->from_server &&
+		strcmp(got->sqlstate, want->sqlstate) == 0 &&
+		strcmp(got->message, want->message) == 0 &&
+		strcmp(got->detail, want->detail) == 0 &&
+		strcmp(got->hint, want->hint) == 0;
+
+	if (!same)
+		diag("got %s%s \"%s\" (detail \"%s\", hint \"%s\"), want %s \"%s\" (detail \"%s\", hint \"%s\")",
+			 got->sqlstate, got->from_server ? " from the server" : "",
+			 got->message, got->detail, got->hint, want->sqlstate,
+			 want->message, want->detail, want->hint);
+	return same;
+}
+
 /* ---- one limit by policy ---- */
 
 static const int32_t single_costs[] = {1, 2, 0, 3, 2, 1, 6, 1};
@@ -336,8 +386,24 @@ main(int argc, char **argv)
 	ok(!d.allowed && strcmp(rl_status_message(RL_UNKNOWN_LIMITER),
 							"limiter has no policy in rl_policies") == 0,
 	   "with a denial left behind and a message");
+	{
+		const char *values[3] = {"nobody", "k", "1"};
+		RlError		want = {0};
+
+		server_error("SELECT * FROM rl_take($1::text, $2::text, $3::int4)", 3,
+					 values, &want);
+		ok(same_error(&d.error, &want) && strcmp(want.sqlstate, "42704") == 0,
+		   "and the server's SQLSTATE 42704, message and hint in its error");
+	}
+	ok(rl_client_take_policy(client, "login", "error-cleared", 1, &d) == RL_OK &&
+	   d.error.sqlstate[0] == '\0' && d.error.message[0] == '\0' &&
+	   !d.error.from_server,
+	   "a decision after it has an empty error");
 	is_int(rl_client_take_policy(client, "", "k", 1, &d), RL_EMPTY_LIMITER,
 		   "an empty limiter is refused as rl_take refuses it");
+	ok(strcmp(d.error.sqlstate, "22023") == 0 && !d.error.from_server &&
+	   strcmp(d.error.message, "limiter must not be empty") == 0,
+	   "its error: the server's SQLSTATE 22023 and the client's sentence, not from the server");
 	is_int(rl_client_take_policy(client, "login", "k", -1, &d), RL_BAD_COST,
 		   "a negative cost is refused");
 
@@ -366,6 +432,12 @@ main(int argc, char **argv)
 	 */
 	{
 		RlRequest	explicit[2] = {{"ip", "x", 1, 1, 1}, {"login", "y", 1000000, 1, 1}};
+		const char *take_values[5] = {"login", "k", "1000000", "1", "1"};
+		const char *all_values[5] = {"{ip,login}", "{x,y}", "{1,1000000}", "{1,1}", "{1,1}"};
+		const char *slow_values[3] = {"slow", "k", "1"};
+		char		long_limiter[1 + 150 * 2 + 1] = "x";
+		const char *long_values[5] = {long_limiter, "k", "1", "1", "1"};
+		RlError		want = {0};
 		RlClientStats before;
 		RlClientStats after;
 
@@ -374,11 +446,44 @@ main(int argc, char **argv)
 		ok(rl_client_take(client, "login", "k", 1000000, 1, 1, &d) == RL_NOT_PERMITTED &&
 		   !d.allowed,
 		   "the explicit form of a limiter with a policy is RL_NOT_PERMITTED (42501)");
+		server_error("SELECT * FROM rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)",
+					 5, take_values, &want);
+		ok(same_error(&d.error, &want) && strcmp(want.sqlstate, "42501") == 0 &&
+		   want.hint[0] != '\0',
+		   "with the server's SQLSTATE 42501, message, detail and hint");
 		ok(rl_client_take_all(client, explicit, 2, &all) == RL_NOT_PERMITTED &&
 		   all.binding == 1 && !all.allowed,
 		   "in rl_take_all too, naming the request at fault");
+		server_error("SELECT * FROM rl_take_all_detail($1::text[], $2::text[], $3::float8[], $4::int4[], $5::int4[])",
+					 5, all_values, &want);
+		ok(same_error(&all.error, &want) && strstr(all.error.message, "\"login\"") != NULL,
+		   "with the server's error, naming the limiter");
 		ok(rl_client_take_policy(client, "slow", "k", 1, &d) == RL_REFUSED && !d.allowed,
 		   "a policy the database refuses to use (22023) is RL_REFUSED");
+		server_error("SELECT * FROM rl_take($1::text, $2::text, $3::int4)", 3,
+					 slow_values, &want);
+		ok(same_error(&d.error, &want) && strncmp(want.sqlstate, "22", 2) == 0,
+		   "with the server's SQLSTATE %s and message", want.sqlstate);
+
+		/* "limiter \"x" and 150 two-byte characters: cut in one of them */
+		for (i = 0; i < 150; i++)
+			memcpy(long_limiter + 1 + 2 * i, "\xc3\xa9", 2);
+		{
+			char		insert[512];
+
+			snprintf(insert, sizeof(insert),
+					 "INSERT INTO rl_policies VALUES ('%s', 1, 1, false)", long_limiter);
+			sql(insert);
+		}
+		ok(rl_client_take(client, long_limiter, "k", 1, 1, 1, &d) == RL_NOT_PERMITTED,
+		   "a limiter of 301 bytes with a policy is RL_NOT_PERMITTED");
+		server_error("SELECT * FROM rl_take($1::text, $2::text, $3::float8, $4::int4, $5::int4)",
+					 5, long_values, &want);
+		if (!ok(strlen(d.error.message) == 254 &&
+				strncmp(d.error.message, want.message, 254) == 0 &&
+				strncmp(d.error.message, "limiter \"x\xc3\xa9", 11) == 0,
+				"its message is the server's cut at 254 bytes, before the character that does not fit in 255"))
+			diag("got %zu bytes: %s", strlen(d.error.message), d.error.message);
 		rl_client_stats(client, &after);
 		ok(after.fallback == before.fallback && after.database == before.database &&
 		   after.local == before.local,
