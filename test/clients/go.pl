@@ -97,16 +97,15 @@ sub go_tests
 
 go_tests('go test', 15);
 
-# the SQL edition: the tests of decisions, policies, lockouts and the
-# middleware, on the only store it has; what reads a part of the C
-# extension is skipped
+# the SQL edition: the tests of decisions, policies and the middleware, on
+# the only store it has; what reads a part of the C extension is skipped
 my $sqled = sqled_node('go_sqled', @stats);
 {
 	local $goenv{RL_GO_SQL_EDITION} = 1;
 	local $goenv{RL_GO_TABLE} = connstr($sqled);
 	delete local @goenv{qw(RL_GO_MEMORY RL_GO_VICTIM RL_GO_PGBOUNCER)};
 	my @decisions = qw(TestDecisionsEqualServer TestBadUse TestRefund TestPolicyRefresh TestGoroutines
-	  TestHeadersEqualServer TestMiddleware TestLockoutKept);
+	  TestHeadersEqualServer TestMiddleware);
 	go_tests('go test (SQL edition)', scalar(@decisions), '-run', '^(' . join('|', @decisions) . ')$');
 }
 
