@@ -1,7 +1,7 @@
-# Helpers for the C client's TAP tests: start a cluster with the extension,
-# build a test program from test/client/ with a sanitizer, run it and relay
-# its TAP lines, doing what it asks for on its "@@ step" lines (stop the
-# server, ...), and start PgBouncer.
+# Helpers for the clients' TAP tests: start a cluster with the extension (or
+# the SQL edition), build a test program from test/client/ with a sanitizer,
+# run it and relay its TAP lines, doing what it asks for on its "@@ step"
+# lines (stop the server, ...), and start PgBouncer.
 package ClientTest;
 
 use strict;
@@ -13,7 +13,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-our @EXPORT = qw(client_node build_client run_client run_program start_pgbouncer
+our @EXPORT = qw(client_node sqled_node build_client run_client run_program start_pgbouncer
   readme_example cluster_processes freeze_cluster thaw_cluster);
 
 my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
@@ -21,12 +21,33 @@ my $src = $ENV{RL_SRC} or die "RL_SRC is not set\n";
 # client_node(NAME, CONF LINE...): a started cluster with the extension.
 sub client_node
 {
+	my $node = started_node(@_);
+	$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
+	return $node;
+}
+
+# sqled_node(NAME, CONF LINE...): a started cluster with the SQL edition
+# (managed/) instead, installed in schema public by rl_sql_owner, a role
+# that may create objects there and is no superuser.
+sub sqled_node
+{
+	my ($name) = @_;
+	my $node = started_node(@_);
+	$node->safe_psql('postgres', 'CREATE ROLE rl_sql_owner LOGIN; GRANT CREATE ON SCHEMA public TO rl_sql_owner');
+	$node->command_ok(
+		[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+		  '-U', 'rl_sql_owner', '-f', "$src/managed/ratelimit_sql--1.3.sql" ],
+		"$name: the SQL edition installs");
+	return $node;
+}
+
+sub started_node
+{
 	my ($name, @conf) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init;
 	$node->append_conf('postgresql.conf', join("\n", @conf, ''));
 	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION ratelimit');
 	return $node;
 }
 

@@ -1,7 +1,9 @@
 # The Go client (clients/go): its go test suite, run with the race detector
 # against real clusters, one per store, a third that the tests stop, stall
-# (SIGSTOP) and restart, and PgBouncer in transaction mode; each Go test is
-# one assertion here.  Offline:
+# (SIGSTOP) and restart, and PgBouncer in transaction mode; then the tests
+# of decisions, policies and the middleware again against a cluster with the
+# SQL edition (managed/) instead of the extension.  Each Go test is one
+# assertion here.  Offline:
 # GOPATH mode over Debian's Go sources in /usr/share/gocode.
 use strict;
 use warnings;
@@ -62,29 +64,52 @@ ok($ok, 'go vet is clean') or diag("$out$err");
 
 # -race where the race runtime is there (amd64 and arm64 Linux)
 my ($race) = go('test', '-race', '-count=1', '-run', '^$', 'ratelimit');
-($ok, $out, $err) = go('test', ($race ? ('-race') : ()), '-count=1', '-json', '-timeout', '20m', 'ratelimit');
 diag('the race detector is not available: goroutine tests run without it') unless $race;
-my (%result, @order, %output);
-for my $line (split /\n/, $out)
-{
-	my $ev = eval { decode_json($line) } or next;
-	next unless defined $ev->{Test};
-	# a subtest's lines go to its test; its result is the test's
-	my ($name, $sub) = split m{/}, $ev->{Test}, 2;
-	push @order, $name unless exists $result{$name};
-	$result{$name} //= '';
-	$output{$name} .= $ev->{Output} if defined $ev->{Output};
-	$result{$name} = $ev->{Action}
-	  if !defined $sub && $ev->{Action} =~ /^(pass|fail|skip)$/;
-}
-ok(@order >= 15, 'go test ran the suite (' . scalar(@order) . ' tests)') or diag("$out$err");
-for my $name (@order)
-{
-	ok($result{$name} eq 'pass', "go test $name" . ($race ? ' (-race)' : ''))
-	  or diag($output{$name});
-}
-ok($ok, 'go test exits 0') or diag($err);
 
+# go_tests(LABEL, AT LEAST, ARGS): go test -json with these arguments, at
+# least that many tests run; each top-level test one assertion that it passed
+sub go_tests
+{
+	my ($label, $least, @args) = @_;
+	my ($ok, $out, $err) = go('test', ($race ? ('-race') : ()), '-count=1', '-json', '-timeout', '20m', @args,
+		'ratelimit');
+	my (%result, @order, %output);
+	for my $line (split /\n/, $out)
+	{
+		my $ev = eval { decode_json($line) } or next;
+		next unless defined $ev->{Test};
+		# a subtest's lines go to its test; its result is the test's
+		my ($name, $sub) = split m{/}, $ev->{Test}, 2;
+		push @order, $name unless exists $result{$name};
+		$result{$name} //= '';
+		$output{$name} .= $ev->{Output} if defined $ev->{Output};
+		$result{$name} = $ev->{Action}
+		  if !defined $sub && $ev->{Action} =~ /^(pass|fail|skip)$/;
+	}
+	ok(@order >= $least, "$label ran the suite (" . scalar(@order) . ' tests)') or diag("$out$err");
+	for my $name (@order)
+	{
+		ok($result{$name} eq 'pass', "$label $name" . ($race ? ' (-race)' : ''))
+		  or diag($output{$name});
+	}
+	ok($ok, "$label exits 0") or diag($err);
+}
+
+go_tests('go test', 15);
+
+# the SQL edition: the tests of decisions, policies and the middleware, on
+# the only store it has; what reads a part of the C extension is skipped
+my $sqled = sqled_node('go_sqled', @stats);
+{
+	local $goenv{RL_GO_SQL_EDITION} = 1;
+	local $goenv{RL_GO_TABLE} = connstr($sqled);
+	delete local @goenv{qw(RL_GO_MEMORY RL_GO_VICTIM RL_GO_PGBOUNCER)};
+	my @decisions = qw(TestDecisionsEqualServer TestBadUse TestRefund TestPolicyRefresh TestGoroutines
+	  TestHeadersEqualServer TestMiddleware);
+	go_tests('go test (SQL edition)', scalar(@decisions), '-run', '^(' . join('|', @decisions) . ')$');
+}
+
+$sqled->stop;
 $victim->stop;
 $memory->stop;
 $table->stop;

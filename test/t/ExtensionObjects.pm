@@ -3,22 +3,53 @@
 # functions with their attributes and grants, types, relations with their
 # columns, constraints, indexes, triggers and views, and the rest by name.
 # Two databases whose answers are equal have the same extension.
+# describe_schema(NAME): the same description of every function, type and
+# relation in schema NAME (an installation that is no extension).
 package ExtensionObjects;
 use strict;
 use warnings;
 use Exporter 'import';
-our @EXPORT = qw(describe_extension);
+our @EXPORT = qw(describe_extension describe_schema);
 
 sub describe_extension
 {
 	my ($name) = @_;
 	die "bad extension name $name" unless $name =~ /\A\w+\z/;
-	(my $query = q{
-WITH members AS (
+	return describe(q{
 	SELECT classid, objid FROM pg_depend
 	WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
 	  AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'EXTNAME')
-)
+}, $name);
+}
+
+# the objects a CREATE EXTENSION would make members: no array types, row
+# types of tables, indexes or TOAST tables
+sub describe_schema
+{
+	my ($name) = @_;
+	die "bad schema name $name" unless $name =~ /\A\w+\z/;
+	(my $members = q{
+	SELECT 'pg_proc'::regclass, oid FROM pg_proc WHERE pronamespace = 'SCHEMA'::regnamespace
+	UNION ALL
+	SELECT 'pg_type'::regclass, t.oid FROM pg_type t
+	WHERE t.typnamespace = 'SCHEMA'::regnamespace
+	  AND NOT EXISTS (SELECT FROM pg_type e WHERE e.typarray = t.oid)
+	  AND (t.typrelid = 0 OR (SELECT relkind FROM pg_class WHERE oid = t.typrelid) = 'c')
+	UNION ALL
+	SELECT 'pg_class'::regclass, oid FROM pg_class
+	WHERE relnamespace = 'SCHEMA'::regnamespace AND relkind NOT IN ('i', 'I', 't', 'c')
+}) =~ s/SCHEMA/$name/g;
+	# no extension has an empty name: nothing is dumped as its configuration
+	return describe($members, '');
+}
+
+# describe(MEMBERS, EXTNAME): the description of the objects the query
+# MEMBERS answers (classid, objid), those of EXTNAME's configuration dumped
+sub describe
+{
+	my ($members, $extname) = @_;
+	my $query = q{
+WITH members (classid, objid) AS (MEMBERS)
 SELECT format('function %s returns %s args %s kind %s volatile %s strict %s parallel %s'
 	' secdef %s leakproof %s lang %s src %s bin %s config %s acl %s',
 	p.oid::regprocedure, pg_get_function_result(p.oid), pg_get_function_arguments(p.oid),
@@ -54,7 +85,9 @@ SELECT 'other ' || pg_describe_object(m.classid, m.objid, 0)
 FROM members m
 WHERE m.classid NOT IN ('pg_proc'::regclass, 'pg_type'::regclass, 'pg_class'::regclass)
 ORDER BY 1
-}) =~ s/EXTNAME/$name/g;
+};
+	$query =~ s/MEMBERS/$members/;
+	$query =~ s/EXTNAME/$extname/g;
 	return $query;
 }
 

@@ -10,6 +10,12 @@ const pg = require('pg');
 const clusters = process.env.RL_CLUSTERS ? JSON.parse(process.env.RL_CLUSTERS) : null;
 // without clusters (a plain npm test), the tests that need one are skipped
 const skip = clusters === null ? 'needs the clusters of test/clients/node.pl' : false;
+// RL_SQL_EDITION=1: the table cluster has the SQL edition (managed/) instead
+// of the C extension, and is the only one
+const sqlEdition = process.env.RL_SQL_EDITION === '1';
+const stores = sqlEdition ? ['table'] : ['table', 'memory'];
+// the skip of a test that reads a part of the C extension the SQL edition lacks
+const needsExtension = (what) => skip || (sqlEdition ? `the SQL edition has no ${what}` : false);
 
 function connection(name, database = 'postgres') {
   const c = clusters[name];
@@ -97,4 +103,4 @@ async function timed(promise) {
 let unique = 0;
 const name = (prefix) => `${prefix}_${process.pid}_${++unique}`;
 
-module.exports = { clusters, skip, connection, sql, stop, start, freeze, thaw, logger, sleep, clock, timed, name };
+module.exports = { clusters, skip, stores, needsExtension, connection, sql, stop, start, freeze, thaw, logger, sleep, clock, timed, name };

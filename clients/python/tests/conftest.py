@@ -4,7 +4,8 @@ Environment (set by test/clients/python.pl): RL_TABLE_DSN and RL_MEMORY_DSN
 (a cluster per store), RL_OUTAGE_DSN and RL_OUTAGE_PGDATA (a cluster the
 tests stop, restart and SIGSTOP), RL_BOUNCER_DSN (PgBouncer in transaction
 mode in front of the table store's cluster), RL_PGBIN, RL_TAP (the file of
-TAP lines).
+TAP lines).  With RL_SQL_EDITION=1, RL_TABLE_DSN's server has the SQL
+edition (managed/) instead of the C extension, and is the only cluster.
 """
 import os
 import signal
@@ -16,7 +17,13 @@ import pytest
 
 from ratelimit_client import Limiter
 
-STORES = ["table", "memory"]
+SQL_EDITION = os.environ.get("RL_SQL_EDITION") == "1"
+STORES = ["table"] if SQL_EDITION else ["table", "memory"]
+
+
+def needs_c_extension(what):
+    """A test that reads a part of the C extension the SQL edition lacks."""
+    return pytest.mark.skipif(SQL_EDITION, reason=f"the SQL edition has no {what}")
 
 
 def environ(name):
