@@ -942,6 +942,27 @@ BEGIN
 END
 $$;
 
+-- Raise the error state, message, detail and hint again: called from a
+-- statement whose text names the element of rl_take_all's arrays that met
+-- it, so that the error's context says "element N of the arrays of ...", as
+-- the extension's does, which the clients read.
+CREATE OR REPLACE FUNCTION @extschema@.rl_sql_raise(state pg_catalog.text, message pg_catalog.text,
+													detail pg_catalog.text, hint pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+AS $$
+BEGIN
+	IF detail OPERATOR(pg_catalog.<>) '' AND hint OPERATOR(pg_catalog.<>) '' THEN
+		RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, DETAIL = detail, HINT = hint;
+	ELSIF detail OPERATOR(pg_catalog.<>) '' THEN
+		RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, DETAIL = detail;
+	ELSIF hint OPERATOR(pg_catalog.<>) '' THEN
+		RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message, HINT = hint;
+	END IF;
+	RAISE EXCEPTION USING ERRCODE = state, MESSAGE = message;
+END
+$$;
+
 -- The body of the four forms of rl_take_all and rl_take_all_detail (rates
 -- NULL: by the limiters' policies).  Buckets are locked in the order of
 -- their stored keys, so two calls over the same keys never deadlock; a call
@@ -974,6 +995,11 @@ DECLARE
 	shadow boolean[];
 	combined record;
 	requests @extschema@.rl_decision[];
+	element integer;
+	state pg_catalog.text;
+	message pg_catalog.text;
+	detail pg_catalog.text;
+	hint pg_catalog.text;
 BEGIN
 	PERFORM @extschema@.rl_sql_array(limiters, 'limiters', -1);
 	n := pg_catalog.cardinality(limiters);
@@ -994,19 +1020,29 @@ BEGIN
 	limiters := ARRAY(SELECT pg_catalog.unnest(limiters));
 
 	now := @extschema@.rl_sql_now();
-	FOR i IN 1 .. n LOOP
-		IF by_policy THEN
-			l[i] := @extschema@.rl_sql_policy(limiters[i], c[i], now);
-		ELSE
-			PERFORM @extschema@.rl_sql_refuse_explicit(limiters[i], function,
-				function OPERATOR(pg_catalog.||) '(limiters, keys, costs)');
-			l[i] := @extschema@.rl_sql_limit(rates[i], bursts[i], c[i], now);
-			l[i].shadow := false;
-			l[i].durable := false;
-		END IF;
-		shadow[i] := l[i].shadow;
-		k[i] := @extschema@.rl_sql_key(limiters[i], keys[i]);
-	END LOOP;
+	BEGIN
+		FOR i IN 1 .. n LOOP
+			element := i;
+			IF by_policy THEN
+				l[i] := @extschema@.rl_sql_policy(limiters[i], c[i], now);
+			ELSE
+				PERFORM @extschema@.rl_sql_refuse_explicit(limiters[i], function,
+					function OPERATOR(pg_catalog.||) '(limiters, keys, costs)');
+				l[i] := @extschema@.rl_sql_limit(rates[i], bursts[i], c[i], now);
+				l[i].shadow := false;
+				l[i].durable := false;
+			END IF;
+			shadow[i] := l[i].shadow;
+			k[i] := @extschema@.rl_sql_key(limiters[i], keys[i]);
+		END LOOP;
+	EXCEPTION WHEN OTHERS THEN
+		-- nothing was written yet: only the error's context changes
+		GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT,
+								detail = PG_EXCEPTION_DETAIL, hint = PG_EXCEPTION_HINT;
+		EXECUTE pg_catalog.format('SELECT @extschema@.rl_sql_raise($1, $2, $3, $4)'
+								  ' -- element %s of the arrays of %s', element, function)
+			USING state, message, detail, hint;
+	END;
 	-- the same pair twice has the same stored key
 	FOR i IN 1 .. n LOOP
 		FOR j IN 1 .. i OPERATOR(pg_catalog.-) 1 LOOP

@@ -132,7 +132,7 @@ test('bad use: refused with the server\'s SQLSTATE, never a fallback, never a ba
   }
 });
 
-test('takeAll: an error names the element of the arrays that failed', { skip: h.needsExtension("error context naming the element of rl_take_all's arrays that failed") }, async () => {
+test('takeAll: an error names the element of the arrays that failed', async () => {
   const policy = h.name('owned');
   await h.sql('table', 'INSERT INTO rl_policies VALUES ($1, 1, 5)', [policy]);
   const rl = new RateLimiter({ connection: h.connection('table'), deadlineMs: 10000 });

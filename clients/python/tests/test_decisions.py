@@ -149,7 +149,6 @@ def test_bad_use_is_an_error(store, make_limiter):
 
 
 
-@needs_c_extension("error context naming the element of rl_take_all's arrays that failed")
 def test_take_all_error_names_its_element(store, make_limiter):
     lim = make_limiter(store, deadline=PATIENT)
     with pytest.raises(UnknownLimiterError) as e:
