@@ -35,7 +35,7 @@ func TestDecisionsEqualServer(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			cost := []int{1, 2, 1, 0, 4}[i]
 			steps = append(steps, step{
-				func() (Decision, error) { return c.Take(ctx, explicit, "client", Limit{1.0/60, 3}, cost) },
+				func() (Decision, error) { return c.Take(ctx, explicit, "client", Limit{1.0 / 60, 3}, cost) },
 				one + "rl_take($1, 'sql', 1.0/60, 3, $2)", []interface{}{explicit, cost}})
 		}
 		for i := 0; i < 4; i++ {
@@ -395,7 +395,7 @@ func TestStall(t *testing.T) {
 			defer wg.Done()
 			for time.Since(start) < 1500*time.Millisecond {
 				var d Decision
-				el := timed(func() { d, _ = c.Take(context.Background(), name, "k", Limit{1.0/3600, 5}, 1) })
+				el := timed(func() { d, _ = c.Take(context.Background(), name, "k", Limit{1.0 / 3600, 5}, 1) })
 				mu.Lock()
 				if el > worst {
 					worst = el
@@ -451,7 +451,7 @@ func TestGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
-				d, err := c.Take(context.Background(), name, "shared", Limit{1.0/3600, 100}, 1)
+				d, err := c.Take(context.Background(), name, "shared", Limit{1.0 / 3600, 100}, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -628,7 +628,7 @@ func TestPgBouncer(t *testing.T) {
 				var err error
 				switch i % 4 {
 				case 0:
-					d, err = c.Take(context.Background(), name, "k", Limit{1.0/3600, 200}, 1)
+					d, err = c.Take(context.Background(), name, "k", Limit{1.0 / 3600, 200}, 1)
 				case 1:
 					d, err = c.TakePolicy(context.Background(), pol, "k", 1)
 				case 2:

@@ -62,7 +62,7 @@ type answer struct {
 	refusal  *Error // bad use: the database refused the call
 	failure  string // "" when the database answered
 	reason   reason
-	busy     bool // no free connection: load, not a failure of the database
+	busy     bool  // no free connection: load, not a failure of the database
 	ended    error // the caller's own context ended: its error, and no decision
 }
 
