@@ -71,7 +71,7 @@ func TestMiddleware(t *testing.T) {
 	stores(t, func(t *testing.T, conn string) {
 		c, _ := newClient(t, conn, nil)
 		db := sqlConn(t, conn)
-		l := c.Limiter(uniqueName(t), PerMinute(2))
+		l := c.Limiter(uniqueName(t), Limit{Rate: 1.0 / 60, Burst: 2})
 		if _, err := Middleware(MiddlewareOptions{TrustedProxies: []string{"0.0.0.0/0"}}, l); !errors.Is(err, ErrBadArgument) {
 			t.Errorf("trusting everyone: %v", err)
 		}

@@ -9,11 +9,18 @@ use warnings;
 use Exporter 'import';
 use File::Find;
 use IPC::Run;
-use PostgreSQL::Test::Utils;
 
 our @EXPORT = qw(go_offline);
 
 my $gocode = '/usr/share/gocode/src';
+
+sub slurp
+{
+	my ($file) = @_;
+	open(my $fh, '<', $file) or die "$file: $!\n";
+	local $/;
+	return scalar <$fh>;
+}
 
 # go_version(): this system's Go as [major, minor], or undef without one
 sub go_version
@@ -32,7 +39,7 @@ sub debian_modules
 	return \%dir unless -d $gocode;
 	find({ wanted => sub {
 		return unless $_ eq 'go.mod';
-		my ($path) = slurp_file($File::Find::name) =~ /^module\s+"?([^\s"]+)"?/m or return;
+		my ($path) = slurp($File::Find::name) =~ /^module\s+"?([^\s"]+)"?/m or return;
 		$dir{$path} //= $File::Find::dir;
 	}, follow_fast => 1 }, $gocode);
 	return \%dir;
@@ -45,7 +52,7 @@ sub debian_modules
 sub go_offline
 {
 	my ($module_dir, $tmp) = @_;
-	my $client_mod = slurp_file("$ENV{RL_SRC}/clients/go/go.mod");
+	my $client_mod = slurp("$ENV{RL_SRC}/clients/go/go.mod");
 	my ($need_major, $need_minor) = $client_mod =~ /^go (\d+)\.(\d+)/m
 	  or die "clients/go/go.mod has no go line\n";
 	my $have = go_version();
@@ -59,7 +66,7 @@ sub go_offline
 	return ("the Go client needs a current Go and pgx v5, which this system's Debian does not ship"
 		  . ' (Debian 12 has Go 1.19 and pgx v4 only): ' . join('; ', @missing))
 	  if @missing;
-	my $mod = slurp_file("$module_dir/go.mod");
+	my $mod = slurp("$module_dir/go.mod");
 	$mod .= "\n// Debian's sources of the modules\n";
 	$mod .= "replace $_ => $modules->{$_}\n" for sort keys %$modules;
 	mkdir "$tmp/gomod";
