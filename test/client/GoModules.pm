@@ -8,6 +8,7 @@ use strict;
 use warnings;
 use Exporter 'import';
 use File::Find;
+use File::Path;
 use IPC::Run;
 
 our @EXPORT = qw(go_offline);
@@ -69,6 +70,27 @@ sub go_offline
 	my $mod = slurp("$module_dir/go.mod");
 	$mod .= "\n// Debian's sources of the modules\n";
 	$mod .= "replace $_ => $modules->{$_}\n" for sort keys %$modules;
+	# a module some go.mod requires that Debian does not ship (a test
+	# dependency of a dependency): the go command reads its go.mod, and
+	# builds nothing of it
+	my %stubs;
+	my %replaced = map { $_ => 1 } $mod =~ /^replace\s+(\S+)/mg;
+	for my $dir ($module_dir, values %$modules)
+	{
+		my $text = slurp("$dir/go.mod");
+		$text =~ s{//[^\n]*}{}g;
+		my @required = $text =~ /^\s*(?:require\s+)?([\w.-]+\.[\w.-]+\/\S+)\s+v\S+\s*$/mg;
+		$stubs{$_} = 1 for grep { !$modules->{$_} && !$replaced{$_} } @required;
+	}
+	for my $path (sort keys %stubs)
+	{
+		my $stub = "$tmp/gostub/$path";
+		File::Path::make_path($stub);
+		open(my $fh, '>', "$stub/go.mod") or die "$stub/go.mod: $!";
+		print $fh "module $path\n";
+		close $fh;
+		$mod .= "replace $path => $stub\n";
+	}
 	mkdir "$tmp/gomod";
 	open(my $fh, '>', "$tmp/gomod/go.mod") or die "$tmp/gomod/go.mod: $!";
 	print $fh $mod;
