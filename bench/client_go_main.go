@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v4/pgxpool"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"ratelimit"
+	ratelimit "github.com/ratelimit/ratelimit/clients/go"
 )
 
 const takeSQL = "SELECT allowed, remaining, retry_after, reset_after FROM rl_take($1, $2, $3, $4, $5)"
@@ -60,7 +60,7 @@ func report(what string, goroutines int, rate float64, ok bool, c *ratelimit.Cli
 }
 
 func client(conn string, goroutines int) *ratelimit.Client {
-	c, err := ratelimit.Connect(context.Background(), conn,
+	c, err := ratelimit.New(conn,
 		&ratelimit.Options{Deadline: 5 * time.Second, PoolSize: goroutines, Warn: func(string, string) {}})
 	if err != nil {
 		panic(err)
@@ -76,13 +76,13 @@ func main() {
 		// many keys: no two goroutines wait for one row
 		c := client(conn, n)
 		r, ok := run(n, seconds, func(g, i int) bool {
-			d, err := c.Take(ctx, "godb", fmt.Sprint(g, ":", i), 1000000, 1000000, 1)
+			d, err := c.Take(ctx, "godb", fmt.Sprint(g, ":", i), ratelimit.PerSecond(1000000), 1)
 			return err == nil && d.Source == ratelimit.SourceDatabase
 		})
 		report("database (client)", n, r, ok, c)
 		c.Close()
 
-		pool, err := pgxpool.Connect(ctx, fmt.Sprintf("%s pool_max_conns=%d", conn, n))
+		pool, err := pgxpool.New(ctx, fmt.Sprintf("%s pool_max_conns=%d", conn, n))
 		if err != nil {
 			panic(err)
 		}
@@ -101,7 +101,7 @@ func main() {
 		// one key per goroutine, far over its limit
 		c := client(conn, n)
 		r, ok := run(n, seconds, func(g, i int) bool {
-			d, err := c.Take(ctx, "gopre", fmt.Sprint(g), 1.0/3600, 1, 1)
+			d, err := c.Take(ctx, "gopre", fmt.Sprint(g), ratelimit.PerHour(1), 1)
 			return err == nil && (d.Source == ratelimit.SourceLocal || i < 2)
 		})
 		report("pre-check", n, r, ok, c)
@@ -111,7 +111,7 @@ func main() {
 		// no database behind the connection string: decided in memory
 		c := client("host=/nonexistent port=1", n)
 		r, ok := run(n, seconds, func(g, i int) bool {
-			d, err := c.Take(ctx, "gofb", fmt.Sprint(g, ":", i%1000), 1000000, 1000000, 1)
+			d, err := c.Take(ctx, "gofb", fmt.Sprint(g, ":", i%1000), ratelimit.PerSecond(1000000), 1)
 			return err == nil && d.Source == ratelimit.SourceFallback
 		})
 		report("fallback", n, r, ok, c)

@@ -1,5 +1,5 @@
 // Package ratelimit is the Go client of the ratelimit PostgreSQL extension:
-// rl_take and its friends through a pgx pool, with the promises of the C
+// rl_take and its friends on pgx's pgconn, with the promises of the C
 // client (include/ratelimit_client.h): a local pre-check that keeps a flood
 // off the database, a deadline per decision that holds for a stalled
 // server, a per-process fallback at the same limit during an outage,
@@ -14,7 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"log"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -22,7 +22,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pgMaxTimeUs is the last microsecond a timestamptz holds, since 2000-01-01.
@@ -55,25 +55,60 @@ func (s Source) String() string {
 	return "unknown"
 }
 
+// Never is the RetryAfter of a request no wait lets through (a cost above
+// the burst: rl_take's NULL retry_after).
+const Never time.Duration = math.MaxInt64
+
 // Decision is the answer to a request, as rl_take's rl_decision (and, for
-// the multi-limit calls, rl_decision_all) holds it.
+// the multi-limit calls, rl_decision_all) holds it, to the microsecond.
 type Decision struct {
 	Allowed    bool
-	Remaining  int     // requests of cost 1 left in the burst (the least, for TakeAll)
-	RetryAfter float64 // seconds; 0 when allowed; +Inf when never (cost > burst: rl_take's NULL)
-	ResetAfter float64 // seconds until the bucket is full again (the largest, for TakeAll)
+	Remaining  int           // requests of cost 1 left in the burst (the least, for TakeAll)
+	RetryAfter time.Duration // 0 when allowed; Never when no wait lets it through
+	ResetAfter time.Duration // until the bucket is full again (the largest, for TakeAll)
 	Source     Source
 	Limiter    string // the limiter the answer is about: for TakeAll, rl_take_all's binding limiter
 	Binding    int    // TakeAll: the index of the binding request; 0 otherwise
+}
+
+// Limit is rl_take's rate and burst: Burst requests at once, and Rate more
+// per second after them.  PerSecond, PerMinute, PerHour and Every make one.
+type Limit struct {
+	Rate  float64 // requests per second: 10.0/900 is 10 per 15 minutes
+	Burst int
+}
+
+// PerSecond is n requests per second, n of them at once.
+func PerSecond(n int) Limit { return Every(time.Second, n) }
+
+// PerMinute is n requests per minute, n of them at once.
+func PerMinute(n int) Limit { return Every(time.Minute, n) }
+
+// PerHour is n requests per hour, n of them at once.
+func PerHour(n int) Limit { return Every(time.Hour, n) }
+
+// Every is n requests per period, n of them at once; a period that is not
+// positive is a limit every call refuses (ErrBadArgument).
+func Every(period time.Duration, n int) Limit {
+	rate := math.NaN()
+	if period > 0 {
+		rate = float64(n) / period.Seconds()
+	}
+	return Limit{Rate: rate, Burst: n}
+}
+
+// WithBurst is l with another burst, at the same rate.
+func (l Limit) WithBurst(burst int) Limit {
+	l.Burst = burst
+	return l
 }
 
 // Request is one request of a multi-limit call.
 type Request struct {
 	Limiter string
 	Key     string
-	Rate    float64 // the explicit form only
-	Burst   int     // the explicit form only
-	Cost    int     // 0 peeks
+	Limit   Limit // TakeAll only: TakeAllPolicy reads the limiter's policy
+	Cost    int   // 0 peeks
 }
 
 // Options of a client; the zero value of a field means its default.
@@ -95,9 +130,14 @@ type Options struct {
 	PolicyRefresh time.Duration
 	// WarningInterval: at most one warning per limiter per interval: 1 min.
 	WarningInterval time.Duration
-	// Warn receives each warning, from the calling goroutine, never under
-	// the client's lock; limiter is "" for the summary line.  nil: the
-	// standard logger (log.Printf).
+	// Logger receives each warning at level Warn, with the attribute
+	// "limiter" (absent on the summary line), from the calling goroutine,
+	// never under the client's lock.  nil: slog.Default().
+	Logger *slog.Logger
+	// Warn, when set, receives each warning instead of Logger; limiter is
+	// "" for the summary line.
+	//
+	// Deprecated: use Logger.
 	Warn func(limiter, message string)
 }
 
@@ -166,16 +206,38 @@ type Client struct {
 	attempts      uint64 // calls that went to the database (for the tests)
 }
 
-// Connect makes a client on connString (a libpq-style connection string or
-// URI, as pgx reads it: "host=/var/run/postgresql dbname=app" or
-// "postgres://app@db/app"; "" uses PGHOST and the other PG* variables).  It
-// connects lazily, so an application starts even while the database is
-// down.  Give host as an address or a socket directory: a host name is
-// resolved within the deadline, but by the system's resolver.  Its
-// statements are unnamed (PgBouncer's transaction pooling works), and its
-// sessions show application_name ratelimit_client unless connString sets
-// one.
-func Connect(ctx context.Context, connString string, opts *Options) (*Client, error) {
+// New makes a client on connString (a libpq-style connection string or
+// URI, as pgconn.ParseConfig reads it: "host=/var/run/postgresql dbname=app"
+// or "postgres://app@db/app"; "" uses PGHOST and the other PG* variables).
+// It never connects: the first decision does, so an application starts even
+// while the database is down.  Give host as an address or a socket
+// directory: a host name is resolved within the deadline, but by the
+// system's resolver.  Its statements are unnamed (PgBouncer's transaction
+// pooling works), and its sessions show application_name ratelimit_client
+// unless connString sets one.
+func New(connString string, opts *Options) (*Client, error) {
+	config, err := pgconn.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: %w", err)
+	}
+	return NewWithConfig(config, opts)
+}
+
+// Connect is New; it never used ctx.
+//
+// Deprecated: use New.
+func Connect(_ context.Context, connString string, opts *Options) (*Client, error) {
+	return New(connString, opts)
+}
+
+// NewWithConfig is New on a config made by pgconn.ParseConfig, which the
+// application may have changed: TLSConfig, DialFunc, LookupFunc,
+// AfterConnect and the other fields of pgconn.Config.  The client keeps a
+// copy; client_encoding is always UTF8.
+func NewWithConfig(config *pgconn.Config, opts *Options) (*Client, error) {
+	if config == nil {
+		return nil, errors.New("ratelimit: config must not be nil (make it with pgconn.ParseConfig)")
+	}
 	var o Options
 	if opts != nil {
 		o = *opts
@@ -197,17 +259,24 @@ func Connect(ctx context.Context, connString string, opts *Options) (*Client, er
 		o.MaxKeys = 100000
 	}
 	if o.Warn == nil {
-		o.Warn = func(_, message string) { log.Printf("ratelimit: %s", message) }
+		logger := o.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		o.Warn = func(limiter, message string) {
+			if limiter == "" {
+				logger.Warn("ratelimit: " + message)
+			} else {
+				logger.Warn("ratelimit: "+message, slog.String("limiter", limiter))
+			}
+		}
 	}
 	if o.Deadline < time.Millisecond || o.Backoff < time.Millisecond || o.PoolSize < 1 ||
 		o.MaxKeys < 1 || o.MaxKeys > 1<<30 || o.PolicyRefresh < time.Millisecond ||
 		o.WarningInterval < time.Millisecond {
 		return nil, errors.New("ratelimit: an option is out of range (durations of 1 ms at least, PoolSize 1 or more, MaxKeys 1 to 2^30)")
 	}
-	config, err := pgconn.ParseConfig(connString)
-	if err != nil {
-		return nil, fmt.Errorf("ratelimit: %w", err)
-	}
+	config = config.Copy()
 	if _, ok := config.RuntimeParams["application_name"]; !ok {
 		config.RuntimeParams["application_name"] = "ratelimit_client"
 	}
@@ -353,13 +422,15 @@ const (
 	callAllPolicy             // rl_take_all(limiters, keys, costs)
 )
 
-// Take takes cost requests from the bucket of (limiter, key) at rate per
-// second with burst, as rl_take(limiter, key, rate, burst, cost) does.  The
-// error is only for bad use (an *Error); an outage is a decision.
-func (c *Client) Take(ctx context.Context, limiter, key string, rate float64, burst, cost int) (Decision, error) {
+// Take takes cost requests from the bucket of (limiter, key) at limit, as
+// rl_take(limiter, key, rate, burst, cost) does.  The error is for bad use
+// (an *Error) and for ctx ending first (wrapping ctx.Err()); an outage of
+// the database is a decision.
+func (c *Client) Take(ctx context.Context, limiter, key string, limit Limit, cost int) (Decision, error) {
 	if e := checkNames(limiter, key); e != nil {
 		return refused(e, limiter, 0)
 	}
+	rate, burst := limit.Rate, limit.Burst
 	l, e := checkLimit(rate, burst)
 	if e == nil {
 		e = checkCost(cost)
@@ -425,8 +496,8 @@ func (c *Client) checkRequests(requests []Request, byPolicy bool) ([]item, Decis
 		it := &items[i]
 		e := checkNames(q.Limiter, q.Key)
 		if e == nil && !byPolicy {
-			it.limit, e = checkLimit(q.Rate, q.Burst)
-			it.known, it.rate, it.burst = true, q.Rate, int32(q.Burst)
+			it.limit, e = checkLimit(q.Limit.Rate, q.Limit.Burst)
+			it.known, it.rate, it.burst = true, q.Limit.Rate, int32(q.Limit.Burst)
 		}
 		if e == nil {
 			e = checkCost(q.Cost)
@@ -459,8 +530,8 @@ func learnLock(b *gcraBucket, it *item, d *Decision, binding bool, now int64) (i
 	case d.Allowed && held:
 		return 0, 0
 	case !d.Allowed && binding && it.limit.lockoutUs > 0 && !it.shadow &&
-		it.cost <= it.burst && !math.IsInf(d.RetryAfter, 1):
-		length := secondsToUs(d.RetryAfter, it.limit.lockoutMaxUs)
+		it.cost <= it.burst && d.RetryAfter != Never:
+		length := min(d.RetryAfter.Microseconds(), it.limit.lockoutMaxUs)
 		if held {
 			return now + length, b.lockUs
 		}
@@ -539,10 +610,10 @@ func (c *Client) applyPolicies(items []item) {
 
 func fromCombined(cb *gcraCombined, items []item, source Source) Decision {
 	d := Decision{Allowed: cb.allowed, Remaining: int(cb.remaining),
-		RetryAfter: float64(cb.retryAfterUs) / 1e6, ResetAfter: float64(cb.resetAfterUs) / 1e6,
+		RetryAfter: usDuration(cb.retryAfterUs), ResetAfter: usDuration(cb.resetAfterUs),
 		Source: source, Binding: cb.binding}
 	if !cb.retryKnown {
-		d.RetryAfter = math.Inf(1)
+		d.RetryAfter = Never
 	}
 	if cb.binding < len(items) {
 		d.Limiter = items[cb.binding].limiter
@@ -557,6 +628,9 @@ func fromCombined(cb *gcraCombined, items []item, source Source) Decision {
 // same connection, within the same deadline); during an outage, the last
 // read decides.
 func (c *Client) decide(ctx context.Context, k call, items []item) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, ended(err)
+	}
 	byPolicy := k == callPolicy || k == callAllPolicy
 	readPolicies := false
 
@@ -604,6 +678,13 @@ func (c *Client) decide(ctx context.Context, k call, items []item) (Decision, er
 		c.policiesDueUs = 0
 	}
 	switch {
+	case a.ended != nil:
+		// the caller gave up: no decision, and no news of the database
+		if c.retryDbAtUs != 0 {
+			c.retryDbAtUs = now
+		}
+		c.mu.Unlock()
+		return Decision{}, ended(a.ended)
 	case a.refusal != nil:
 		// the database answered: bad use, not an outage
 		c.retryDbAtUs = 0
@@ -636,14 +717,26 @@ func (c *Client) decide(ctx context.Context, k call, items []item) (Decision, er
 		a.decision.Limiter = items[a.decision.Binding].limiter
 		return a.decision, nil
 	}
-	// a full pool, or the caller's own context ending, is not a failure of
-	// the database: no backoff
+	// a full pool is not a failure of the database: no backoff
 	if !a.busy {
 		c.retryDbAtUs = now + c.backoff.Microseconds()
 		c.failureReason = a.reason
 		c.failure = a.failure
 	}
 	return c.fallback(items, now, a.reason, a.failure)
+}
+
+// ended is the error of a call whose context ended first.
+func ended(err error) error {
+	return fmt.Errorf("ratelimit: %w", err)
+}
+
+// usDuration is a duration of us microseconds, Never past the largest.
+func usDuration(us int64) time.Duration {
+	if us >= math.MaxInt64/int64(time.Microsecond) {
+		return Never
+	}
+	return time.Duration(us) * time.Microsecond
 }
 
 // secondsToUs converts seconds from the database to microseconds, at most maxUs.
@@ -718,11 +811,11 @@ func (c *Client) precheck(items []item, now int64) (Decision, bool) {
 	out.Limiter = items[out.Binding].limiter
 	switch {
 	case take.allowed || (take.retryKnown && take.retryAfterUs < pre.retryAfterUs):
-		out.RetryAfter = float64(pre.retryAfterUs) / 1e6
+		out.RetryAfter = usDuration(pre.retryAfterUs)
 	case take.retryKnown:
-		out.RetryAfter = float64(take.retryAfterUs) / 1e6
+		out.RetryAfter = usDuration(take.retryAfterUs)
 	default:
-		out.RetryAfter = math.Inf(1)
+		out.RetryAfter = Never
 	}
 	return out, true
 }
@@ -744,7 +837,7 @@ func (c *Client) fallback(items []item, now int64, r reason, detail string) (Dec
 				wait = c.retryDbAtUs - now
 			}
 			c.stats.NoPolicy++
-			return Decision{Remaining: 0, RetryAfter: float64(wait) / 1e6, ResetAfter: float64(wait) / 1e6,
+			return Decision{Remaining: 0, RetryAfter: usDuration(wait), ResetAfter: usDuration(wait),
 				Source: SourceFallback, Binding: i, Limiter: items[i].limiter}, nil
 		}
 	}
@@ -778,12 +871,12 @@ func (c *Client) fallback(items []item, now int64, r reason, detail string) (Dec
 		c.keys.pin(e, false)
 	}
 	if got := len(entries); got < len(items) {
-		roomAfter := float64(c.keys.heap[0].fullAtUs-now) / 1e6
+		roomAfter := usDuration(c.keys.heap[0].fullAtUs - now)
 		out = Decision{RetryAfter: roomAfter, ResetAfter: roomAfter, Source: SourceFallback,
 			Binding: got, Limiter: items[got].limiter}
 		// cost > burst is never allowed, with a bucket or without
 		if items[got].cost > items[got].burst {
-			out.RetryAfter = math.Inf(1)
+			out.RetryAfter = Never
 		}
 		c.stats.NoRoom++
 	}
@@ -874,6 +967,9 @@ func (c *Client) Refund(ctx context.Context, limiter, key string, cost int) (boo
 		e.Limiter = limiter
 		return false, e
 	}
+	if err := ctx.Err(); err != nil {
+		return false, ended(err)
+	}
 	id := c.identity(limiter, key)
 	c.mu.Lock()
 	now := c.nowUs()
@@ -893,6 +989,11 @@ func (c *Client) Refund(ctx context.Context, limiter, key string, cost int) (boo
 	defer c.mu.Unlock()
 	now = c.nowUs()
 	switch {
+	case a.ended != nil:
+		if c.retryDbAtUs != 0 {
+			c.retryDbAtUs = now
+		}
+		return false, ended(a.ended)
 	case a.refusal != nil:
 		c.retryDbAtUs = 0
 		a.refusal.Limiter = limiter

@@ -35,7 +35,7 @@ func TestDecisionsEqualServer(t *testing.T) {
 		for i := 0; i < 5; i++ {
 			cost := []int{1, 2, 1, 0, 4}[i]
 			steps = append(steps, step{
-				func() (Decision, error) { return c.Take(ctx, explicit, "client", 1.0/60, 3, cost) },
+				func() (Decision, error) { return c.Take(ctx, explicit, "client", Limit{1.0 / 60, 3}, cost) },
 				one + "rl_take($1, 'sql', 1.0/60, 3, $2)", []interface{}{explicit, cost}})
 		}
 		for i := 0; i < 4; i++ {
@@ -52,7 +52,7 @@ func TestDecisionsEqualServer(t *testing.T) {
 		for i := 0; i < 4; i++ {
 			steps = append(steps, step{
 				func() (Decision, error) {
-					return c.TakeAll(ctx, []Request{{all, "client", 1.0 / 60, 5, 1}, {all + "_b", "client", 1.0 / 30, 2, 1}})
+					return c.TakeAll(ctx, []Request{{all, "client", Limit{1.0 / 60, 5}, 1}, {all + "_b", "client", Limit{1.0 / 30, 2}, 1}})
 				},
 				"SELECT allowed, remaining, retry_after, reset_after, limiter FROM rl_take_all(ARRAY[$1, $1 || '_b'], ARRAY['sql', 'sql'], ARRAY[1.0/60, 1.0/30]::float8[], ARRAY[5, 2], NULL)",
 				[]interface{}{all}})
@@ -72,17 +72,18 @@ func TestDecisionsEqualServer(t *testing.T) {
 			}
 			var want Decision
 			var retry *float64
-			if err := db.QueryRow(ctx, s.sql, s.args...).Scan(&want.Allowed, &want.Remaining, &retry, &want.ResetAfter, &want.Limiter); err != nil {
+			var reset float64
+			if err := db.QueryRow(ctx, s.sql, s.args...).Scan(&want.Allowed, &want.Remaining, &retry, &reset, &want.Limiter); err != nil {
 				t.Fatalf("step %d: %s: %v", i, s.sql, err)
 			}
-			want.RetryAfter = math.Inf(1)
+			wantRetry := math.Inf(1)
 			if retry != nil {
-				want.RetryAfter = *retry
+				wantRetry = *retry
 			}
 			if got.Source != SourceDatabase || got.Allowed != want.Allowed || got.Remaining != want.Remaining ||
-				got.Limiter != want.Limiter || !near(got.RetryAfter, want.RetryAfter, 0.5) ||
-				!near(got.ResetAfter, want.ResetAfter, 0.5) {
-				t.Errorf("step %d: the client says %+v, the server %+v", i, got, want)
+				got.Limiter != want.Limiter || !near(got.RetryAfter, wantRetry, 0.5) ||
+				!near(got.ResetAfter, reset, 0.5) {
+				t.Errorf("step %d: the client says %+v, the server %+v retry_after %v reset_after %v", i, got, want, wantRetry, reset)
 			}
 		}
 		// the server's bucket holds what the client was told
@@ -118,7 +119,7 @@ func TestBadUse(t *testing.T) {
 		{"l", "k", 1, 1, -1}, {"l", "k", 1e-9, math.MaxInt32, 1}, {"l\xff", "k", 1, 1, 1},
 	}
 	for _, k := range cases {
-		_, err := c.Take(ctx, k.limiter, k.key, k.rate, k.burst, k.cost)
+		_, err := c.Take(ctx, k.limiter, k.key, Limit{k.rate, k.burst}, k.cost)
 		var e *Error
 		if !errors.As(err, &e) || !errors.Is(err, ErrBadArgument) || e.Limiter != k.limiter {
 			t.Errorf("Take%+v: %v, want a bad argument", k, err)
@@ -135,7 +136,7 @@ func TestBadUse(t *testing.T) {
 	if _, err := c.TakeAll(ctx, nil); !errors.Is(err, ErrBadArgument) {
 		t.Errorf("no requests: %v", err)
 	}
-	_, err := c.TakeAll(ctx, []Request{{"a", "k", 1, 1, 1}, {"a", "k", 1, 1, 1}})
+	_, err := c.TakeAll(ctx, []Request{{"a", "k", Limit{1, 1}, 1}, {"a", "k", Limit{1, 1}, 1}})
 	var e *Error
 	if !errors.As(err, &e) || e.Index != 1 || e.Code != "22023" {
 		t.Errorf("a pair twice: %v", err)
@@ -156,7 +157,7 @@ func TestBadUse(t *testing.T) {
 	// 1.2 refuses the explicit form of a policy's limiter (42501) where the
 	// server does; rl_refund without EXECUTE is 42501 on every version
 	_, serr := db.Exec(ctx, "SELECT rl_take($1, 'k', 1, 5, 1)", pol)
-	_, err = c.Take(ctx, pol, "k", 1, 5, 1)
+	_, err = c.Take(ctx, pol, "k", Limit{1, 5}, 1)
 	if serr != nil && (!errors.As(err, &e) || !errors.Is(err, ErrNotPermitted) || e.Limiter != pol || e.Code != "42501") {
 		t.Errorf("the explicit form of a policy's limiter: %v (the server: %v)", err, serr)
 	}
@@ -174,7 +175,6 @@ func TestBadUse(t *testing.T) {
 		t.Errorf("an unknown policy in TakeAllPolicy: %v", err)
 	}
 	t.Run("element", func(t *testing.T) {
-		needsExtension(t, "error context naming the element of rl_take_all's arrays that failed")
 		if !errors.As(err, &e) || e.Index != 1 || e.Limiter != unknown {
 			t.Errorf("an unknown policy in TakeAllPolicy, element 2: %v", err)
 		}
@@ -251,7 +251,7 @@ func TestTakeAllOneCall(t *testing.T) {
 	c, _ := newClient(t, conn, nil)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		if _, err := c.TakeAll(ctx, []Request{{"detail_x", "a", 1, 100, 1}, {"detail_x", "b", 1, 100, 1}}); err != nil {
+		if _, err := c.TakeAll(ctx, []Request{{"detail_x", "a", Limit{1, 100}, 1}, {"detail_x", "b", Limit{1, 100}, 1}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.TakeAllPolicy(ctx, []Request{{Limiter: "detail", Key: "a", Cost: 1}, {Limiter: "detail", Key: "b", Cost: 1}}); err != nil {
@@ -400,7 +400,7 @@ func TestStall(t *testing.T) {
 			defer wg.Done()
 			for time.Since(start) < 1500*time.Millisecond {
 				var d Decision
-				el := timed(func() { d, _ = c.Take(context.Background(), name, "k", 1.0/3600, 5, 1) })
+				el := timed(func() { d, _ = c.Take(context.Background(), name, "k", Limit{1.0 / 3600, 5}, 1) })
 				mu.Lock()
 				if el > worst {
 					worst = el
@@ -456,7 +456,7 @@ func TestGoroutines(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 500; i++ {
-				d, err := c.Take(context.Background(), name, "shared", 1.0/3600, 100, 1)
+				d, err := c.Take(context.Background(), name, "shared", Limit{1.0 / 3600, 100}, 1)
 				if err != nil {
 					t.Error(err)
 					return
@@ -479,7 +479,7 @@ func TestGoroutines(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 200; i++ {
-				d, _ := down.Take(context.Background(), name, fmt.Sprint("k", (g+i)%10), 1.0/3600, 3, 1)
+				d, _ := down.Take(context.Background(), name, fmt.Sprint("k", (g+i)%10), Limit{1.0 / 3600, 3}, 1)
 				if d.Allowed {
 					atomic.AddInt64(&allowed, 1)
 				}
@@ -514,7 +514,7 @@ func TestBoundedMemory(t *testing.T) {
 		take(t, down, name, fmt.Sprint("fast", i), 1.0/60, 1, 1)
 	}
 	d := take(t, down, name, "late", 1.0/60, 1, 1)
-	if d.Allowed || d.Source != SourceFallback || d.RetryAfter <= 0 || d.RetryAfter > 60 {
+	if d.Allowed || d.Source != SourceFallback || d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
 		t.Errorf("a key without room: %+v, want refused until a bucket is full", d)
 	}
 	advance(down, 30*time.Second)
@@ -633,11 +633,11 @@ func TestPgBouncer(t *testing.T) {
 				var err error
 				switch i % 4 {
 				case 0:
-					d, err = c.Take(context.Background(), name, "k", 1.0/3600, 200, 1)
+					d, err = c.Take(context.Background(), name, "k", Limit{1.0 / 3600, 200}, 1)
 				case 1:
 					d, err = c.TakePolicy(context.Background(), pol, "k", 1)
 				case 2:
-					d, err = c.TakeAll(context.Background(), []Request{{name, "k", 1.0 / 3600, 200, 1}})
+					d, err = c.TakeAll(context.Background(), []Request{{name, "k", Limit{1.0 / 3600, 200}, 1}})
 				case 3:
 					d, err = c.TakeAllPolicy(context.Background(), []Request{{Limiter: pol, Key: "k", Cost: 1}})
 				}
@@ -732,8 +732,9 @@ func TestPolicyRefresh(t *testing.T) {
 }
 
 // TestCallerContext: a caller whose own context ends first (before the
-// call, or while the server stalls) gets a decision in memory, and the
-// database is not put in its backoff for it.
+// call, or while the server stalls) gets its context's error, wrapped, and
+// no decision; the database is not put in its backoff for it, and the
+// client's own deadline still gives a decision in memory.
 func TestCallerContext(t *testing.T) {
 	v := newVictim(t)
 	c, _ := newClient(t, v.conn, nil)
@@ -741,9 +742,12 @@ func TestCallerContext(t *testing.T) {
 	take(t, c, name, "k", 1.0/3600, 5, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	d, err := c.Take(ctx, name, "k", 1.0/3600, 5, 1)
-	if err != nil || d.Source != SourceFallback || !d.Allowed {
-		t.Errorf("an ended context: %+v %v, want allowed in memory", d, err)
+	d, err := c.Take(ctx, name, "k", Limit{1.0 / 3600, 5}, 1)
+	if !errors.Is(err, context.Canceled) || d.Allowed {
+		t.Errorf("an ended context: %+v %v, want context.Canceled", d, err)
+	}
+	if _, err := c.Refund(ctx, name, "k", 1); !errors.Is(err, context.Canceled) {
+		t.Errorf("Refund with an ended context: %v, want context.Canceled", err)
 	}
 	if d := take(t, c, name, "k", 1.0/3600, 5, 1); d.Source != SourceDatabase {
 		t.Errorf("the next call: %+v, want the database (no backoff)", d)
@@ -755,8 +759,14 @@ func TestCallerContext(t *testing.T) {
 	// far below the client's deadline of 5 s, which would end the call if
 	// the caller's context did not: headroom for a loaded machine that still
 	// proves the context decides
-	if el = timed(func() { d, err = c.Take(ctx, name, "k", 1.0/3600, 5, 1) }); err != nil || d.Source != SourceFallback || el > time.Second {
-		t.Errorf("a context of 50 ms, the server stalled: %+v %v after %v", d, err, el)
+	if el = timed(func() { d, err = c.Take(ctx, name, "k", Limit{1.0 / 3600, 5}, 1) }); !errors.Is(err, context.DeadlineExceeded) ||
+		d.Allowed || el > time.Second {
+		t.Errorf("a context of 50 ms, the server stalled: %+v %v after %v, want context.DeadlineExceeded", d, err, el)
+	}
+	// the client's own deadline: a decision in memory, no error
+	quick, _ := newClient(t, v.conn, &Options{Deadline: 100 * time.Millisecond})
+	if d, err := quick.Take(context.Background(), name, "q", Limit{1.0 / 3600, 5}, 1); err != nil || d.Source != SourceFallback {
+		t.Errorf("the client's deadline, the server stalled: %+v %v, want a fallback", d, err)
 	}
 	resume()
 	if d := take(t, c, name, "k", 1.0/3600, 5, 1); d.Source != SourceDatabase {

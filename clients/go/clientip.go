@@ -159,7 +159,7 @@ func parsePort(s string) bool {
 // parseNode reads one X-Forwarded-For entry: IPv4 with an optional port,
 // "[IPv6]" with an optional port, or bare IPv6; unmapped; the unspecified
 // addresses are malformed.
-func parseNode(s string) (netip.Addr, bool) {
+func parseNode(s string, bareIPv6 bool) (netip.Addr, bool) {
 	var a netip.Addr
 	var ok bool
 	if len(s) == 0 || len(s) > maxEntryLen {
@@ -180,7 +180,7 @@ func parseNode(s string) (netip.Addr, bool) {
 		}
 		if a, ok = parseIPv4(host); ok {
 			ok = colon < 0 || parsePort(s[colon+1:])
-		} else {
+		} else if bareIPv6 {
 			a, ok = parseIPv6Zoned(s)
 		}
 	}
@@ -237,7 +237,7 @@ func (c *xffCursor) next() (a netip.Addr, ok, done bool) {
 		} else {
 			c.unread = 0
 		}
-		a, ok = parseNode(s[start:end])
+		a, ok = parseNode(s[start:end], true)
 		if !ok {
 			c.unread = 0
 		}
@@ -309,18 +309,159 @@ func (t TrustedProxies) trusts(a netip.Addr) bool {
 	return false
 }
 
+func isTchar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c) ||
+		strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+func skipOWSLeft(s string, pos int) int {
+	for pos > 0 && isOWS(s[pos-1]) {
+		pos--
+	}
+	return pos
+}
+
+// quotedStringStart answers the opening quote of the quoted-string that
+// closes at s[closing], or -1.
+func quotedStringStart(s string, closing int) int {
+	pos := closing
+	isClosing := true
+	for {
+		c := s[pos]
+		if c == '"' {
+			slashes := 0
+			for slashes < pos && s[pos-1-slashes] == '\\' {
+				slashes++
+			}
+			if slashes%2 == 0 {
+				if !isClosing {
+					return pos
+				}
+			} else if isClosing {
+				return -1
+			}
+			isClosing = false
+		} else if (c < 0x20 && c != '\t') || c == 0x7f {
+			return -1
+		}
+		if pos == 0 {
+			return -1
+		}
+		pos--
+	}
+}
+
+// forwardedCursor yields the for= nodes of an RFC 7239 Forwarded value,
+// element by element from the right.
+type forwardedCursor struct {
+	s      string
+	unread int
+}
+
+// next answers the for= node of the element that ends at the cursor: ok
+// false at the end or for a malformed element (one without for=, or with
+// two), after which nothing left of it is read.
+func (c *forwardedCursor) next() (netip.Addr, bool) {
+	s := c.s
+	pos := c.unread
+	for {
+		empty := true
+		forValue, hasFor, forQuoted := "", false, false
+		if pos = skipOWSLeft(s, pos); pos == 0 {
+			return netip.Addr{}, false
+		}
+		for pos > 0 && s[pos-1] != ',' {
+			empty = false
+			if s[pos-1] != ';' {
+				valueEnd := pos
+				var valueStart int
+				quoted := s[pos-1] == '"'
+				if quoted {
+					if pos = quotedStringStart(s, pos-1); pos < 0 {
+						return netip.Addr{}, false
+					}
+					valueStart = pos + 1
+					valueEnd--
+				} else {
+					for pos > 0 && isTchar(s[pos-1]) {
+						pos--
+					}
+					valueStart = pos
+					if valueStart == valueEnd {
+						return netip.Addr{}, false
+					}
+				}
+				if pos == 0 || s[pos-1] != '=' {
+					return netip.Addr{}, false
+				}
+				pos--
+				nameEnd := pos
+				for pos > 0 && isTchar(s[pos-1]) {
+					pos--
+				}
+				if pos == nameEnd {
+					return netip.Addr{}, false
+				}
+				if strings.EqualFold(s[pos:nameEnd], "for") {
+					if hasFor {
+						return netip.Addr{}, false
+					}
+					forValue, hasFor, forQuoted = s[valueStart:valueEnd], true, quoted
+				}
+				pos = skipOWSLeft(s, pos)
+				if pos == 0 || s[pos-1] == ',' {
+					break
+				}
+				if s[pos-1] != ';' {
+					return netip.Addr{}, false
+				}
+			}
+			pos = skipOWSLeft(s, pos-1)
+		}
+		if pos > 0 {
+			pos--
+		}
+		c.unread = pos
+		if empty {
+			continue
+		}
+		if !hasFor || (forQuoted && strings.IndexByte(forValue, '\\') >= 0) {
+			return netip.Addr{}, false
+		}
+		return parseNode(forValue, false)
+	}
+}
+
 // ClientIP answers the address the nearest trusted proxy saw, as
 // rl_client_ip(remote, xff, trusted) does: remote (the peer) when it is not
 // trusted, else the walk of xff from the right.  Several X-Forwarded-For
 // lines are one list: join them with commas in the order they came.
 func ClientIP(remote netip.Addr, xff string, trusted TrustedProxies) netip.Addr {
+	c := xffCursor{s: xff, unread: len(xff)}
+	return walk(remote, trusted, func() (netip.Addr, bool) {
+		node, ok, _ := c.next()
+		return node, ok
+	})
+}
+
+// ClientIPForwarded is ClientIP for an RFC 7239 Forwarded value, as
+// rl_client_ip_forwarded(remote, forwarded, trusted) does: the for= of
+// each element, from the right.  Several Forwarded lines are one list, as
+// for ClientIP.
+func ClientIPForwarded(remote netip.Addr, forwarded string, trusted TrustedProxies) netip.Addr {
+	c := forwardedCursor{s: forwarded, unread: len(forwarded)}
+	return walk(remote, trusted, c.next)
+}
+
+// walk is the trusted-hop walk of ClientIP and ClientIPForwarded over the
+// nodes next yields from the right (ok false: the end, or malformed).
+func walk(remote netip.Addr, trusted TrustedProxies, next func() (netip.Addr, bool)) netip.Addr {
 	cur := remote.WithZone("").Unmap()
 	if !remote.IsValid() || !trusted.trusts(cur) {
 		return cur
 	}
-	c := xffCursor{s: xff, unread: len(xff)}
 	for hops := 0; hops < maxTrustedHops; hops++ {
-		node, ok, _ := c.next()
+		node, ok := next()
 		if !ok {
 			return cur
 		}

@@ -15,9 +15,14 @@ func unescape(s string) string {
 	return r.Replace(s)
 }
 
-// TestClientIPVectors replays the rl_client_ip rows of
-// test/vectors/client_ip.tsv, the vectors the server's tests replay.
+// TestClientIPVectors replays the rl_client_ip and rl_client_ip_forwarded
+// rows of test/vectors/client_ip.tsv, the vectors the server's tests replay.
 func TestClientIPVectors(t *testing.T) {
+	walks := map[string]func(netip.Addr, string, TrustedProxies) netip.Addr{
+		"rl_client_ip":           ClientIP,
+		"rl_client_ip_forwarded": ClientIPForwarded,
+	}
+	counts := map[string]int{}
 	src := os.Getenv("RL_SRC")
 	if src == "" {
 		src = filepath.Join("..", "..")
@@ -26,13 +31,12 @@ func TestClientIPVectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
 	for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
 		f := strings.Split(line, "\t")
-		if len(f) != 6 || f[0] != "rl_client_ip" {
+		if len(f) != 6 || walks[f[0]] == nil {
 			continue
 		}
-		n++
+		counts[f[0]]++
 		remoteText, header, trustedText, want, what := f[1], f[2], f[3], f[4], f[5]
 		var list []string
 		if trustedText != `\N` && trustedText != "{}" {
@@ -60,7 +64,7 @@ func TestClientIPVectors(t *testing.T) {
 		if header == `\N` {
 			header = ""
 		}
-		got := ClientIP(remote, unescape(header), trusted)
+		got := walks[f[0]](remote, unescape(header), trusted)
 		if want == `\N` {
 			if got.IsValid() {
 				t.Errorf("%s: got %v, want NULL", what, got)
@@ -71,10 +75,10 @@ func TestClientIPVectors(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", what, got, want)
 		}
 	}
-	if n < 80 {
-		t.Fatalf("only %d rl_client_ip vectors", n)
+	if counts["rl_client_ip"] < 80 || counts["rl_client_ip_forwarded"] < 25 {
+		t.Fatalf("too few vectors: %v", counts)
 	}
-	t.Logf("%d vectors", n)
+	t.Logf("vectors: %v", counts)
 }
 
 func TestIPKey(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v4"
+	"github.com/jackc/pgx/v5"
 )
 
 // The clusters test/clients/go.pl starts: RL_GO_TABLE and RL_GO_MEMORY (one
@@ -101,9 +101,9 @@ func newClient(t *testing.T, conn string, opts *Options) (*Client, *warnings) {
 	if o.Warn == nil {
 		o.Warn = w.warn
 	}
-	c, err := Connect(context.Background(), conn, &o)
+	c, err := New(conn, &o)
 	if err != nil {
-		t.Fatalf("Connect: %v", err)
+		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return c, w
@@ -129,18 +129,23 @@ func exec1(t *testing.T, c *pgx.Conn, sql string, args ...interface{}) {
 
 // take calls c.Take and fails the test on an error.
 func take(t *testing.T, c *Client, limiter, key string, rate float64, burst, cost int) Decision {
-	d, err := c.Take(context.Background(), limiter, key, rate, burst, cost)
+	d, err := c.Take(context.Background(), limiter, key, Limit{rate, burst}, cost)
 	if err != nil {
 		t.Fatalf("Take(%s, %s): %v", limiter, key, err)
 	}
 	return d
 }
 
-func near(a, b, tolerance float64) bool {
-	if math.IsInf(a, 1) || math.IsInf(b, 1) {
-		return a == b
+// near: d is within tolerance seconds of want seconds (Never of +Inf only).
+func near(d time.Duration, want, tolerance float64) bool {
+	a := d.Seconds()
+	if d == Never {
+		a = math.Inf(1)
 	}
-	return math.Abs(a-b) <= tolerance
+	if math.IsInf(a, 1) || math.IsInf(want, 1) {
+		return a == want
+	}
+	return math.Abs(a-want) <= tolerance
 }
 
 // victim controls the cluster the outage tests stop and stall.

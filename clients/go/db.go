@@ -12,8 +12,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
-	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 type queries struct {
@@ -61,7 +62,8 @@ type answer struct {
 	refusal  *Error // bad use: the database refused the call
 	failure  string // "" when the database answered
 	reason   reason
-	busy     bool // no free connection, or the caller gave up: not a failure of the database
+	busy     bool  // no free connection: load, not a failure of the database
+	ended    error // the caller's own context ended: its error, and no decision
 }
 
 // textArray is an array literal of strings, every element quoted.
@@ -120,6 +122,10 @@ func (c *Client) run(ctx context.Context, sql string, args []string, readPolicie
 	}
 	for try := 0; ; try++ {
 		conn, reused, busy, err := c.pool.acquire(dctx)
+		if busy && ctx.Err() != nil {
+			a.ended = ctx.Err()
+			return nil
+		}
 		if busy {
 			a.busy = true
 			a.reason = reasonTimeout
@@ -198,6 +204,7 @@ func (c *Client) failed(ctx, dctx context.Context, err error, a *answer) {
 				n, _ := strconv.Atoi(digits[:end])
 				r.Index = n - 1
 			}
+			r.cause = pe
 			a.refusal = r
 			return
 		}
@@ -205,11 +212,14 @@ func (c *Client) failed(ctx, dctx context.Context, err error, a *answer) {
 		a.failure = fmt.Sprintf("%s (SQLSTATE %s)", pe.Message, pe.Code)
 		return
 	}
+	if ctx.Err() != nil {
+		// the caller gave up: neither a decision nor the database's failure
+		a.ended = ctx.Err()
+		return
+	}
 	if dctx.Err() != nil || pgconn.Timeout(err) {
 		a.reason = reasonTimeout
 		a.failure = fmt.Sprintf("no answer within %d ms", c.deadline.Milliseconds())
-		// the caller's own context ended first: not the database's failure
-		a.busy = ctx.Err() != nil
 		return
 	}
 	a.reason = reasonError
@@ -251,7 +261,7 @@ func (c *Client) dbDecide(ctx context.Context, k call, items []item, readPolicie
 	var ok bool
 	if k == callTake || k == callPolicy {
 		a.decision, ok = parseDecision(row)
-		a.resets = []float64{a.decision.ResetAfter}
+		a.resets = []float64{a.decision.ResetAfter.Seconds()}
 	} else {
 		a.decision, a.resets, ok = parseDecisionAll(row, items)
 	}
@@ -282,6 +292,13 @@ func seconds(b []byte) (float64, bool) {
 	return f, err == nil && !math.IsInf(f, 0) && !math.IsNaN(f) && f >= 0
 }
 
+// duration parses a number of seconds from the database as a duration, to
+// the microsecond the server counts in.
+func duration(b []byte) (time.Duration, bool) {
+	f, ok := seconds(b)
+	return usDuration(secondsToUs(f, math.MaxInt64/int64(time.Microsecond))), ok
+}
+
 // parseDecision reads rl_take's row (text format).
 func parseDecision(row [][]byte) (Decision, bool) {
 	var d Decision
@@ -296,11 +313,11 @@ func parseDecision(row [][]byte) (Decision, bool) {
 	d.Remaining = int(n)
 	ok := true
 	if row[2] == nil {
-		d.RetryAfter = math.Inf(1)
-	} else if d.RetryAfter, ok = seconds(row[2]); !ok {
+		d.RetryAfter = Never
+	} else if d.RetryAfter, ok = duration(row[2]); !ok {
 		return d, false
 	}
-	d.ResetAfter, ok = seconds(row[3])
+	d.ResetAfter, ok = duration(row[3])
 	d.Source = SourceDatabase
 	return d, ok
 }

@@ -24,14 +24,22 @@ type Error struct {
 	Code    string // the SQLSTATE the server answers such a call with
 	Message string // names the argument, as the server's message does
 	kind    error
+	cause   error // the server's *pgconn.PgError; nil for a check the client made
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("ratelimit: limiter %q: %s (SQLSTATE %s)", e.Limiter, e.Message, e.Code)
 }
 
-// Unwrap answers ErrBadArgument, ErrUnknownLimiter or ErrNotPermitted.
-func (e *Error) Unwrap() error { return e.kind }
+// Unwrap answers ErrBadArgument, ErrUnknownLimiter or ErrNotPermitted, and
+// the server's *pgconn.PgError when the server refused the call, so that
+// errors.Is and errors.As find either.
+func (e *Error) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
 
 func badArgument(code, message string) *Error {
 	return &Error{Code: code, Message: message, kind: ErrBadArgument}

@@ -1,5 +1,11 @@
-module ratelimit
+module github.com/ratelimit/ratelimit/clients/go
 
-go 1.19
+go 1.25.0
 
-require github.com/jackc/pgx/v4 v4.15.0
+require github.com/jackc/pgx/v5 v5.9.2
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.29.0 // indirect
+)

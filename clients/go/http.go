@@ -6,7 +6,9 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -15,8 +17,9 @@ import (
 	"strings"
 )
 
-// Taker decides one request for a key.  The error is only for bad use (an
-// *Error a retry cannot fix); an outage is a decision, never an error.
+// Taker decides one request for a key.  The error is for bad use (an
+// *Error a retry cannot fix) and for ctx ending first; an outage is a
+// decision, never an error.
 type Taker interface {
 	Take(ctx context.Context, key string) (Decision, error)
 }
@@ -26,15 +29,14 @@ type Taker interface {
 type Limiter struct {
 	c      *Client
 	name   string
-	rate   float64
-	burst  int
+	limit  Limit
 	policy bool
 }
 
-// Limiter is the limiter name at rate per second with burst (rl_take's
-// explicit form: for a limiter without a row in rl_policies).
-func (c *Client) Limiter(name string, rate float64, burst int) *Limiter {
-	return &Limiter{c: c, name: name, rate: rate, burst: burst}
+// Limiter is the limiter name at limit (rl_take's explicit form: for a
+// limiter without a row in rl_policies).
+func (c *Client) Limiter(name string, limit Limit) *Limiter {
+	return &Limiter{c: c, name: name, limit: limit}
 }
 
 // Policy is the limiter name decided by its policy in rl_policies.
@@ -55,7 +57,7 @@ func (l *Limiter) TakeN(ctx context.Context, key string, cost int) (Decision, er
 	if l.policy {
 		return l.c.TakePolicy(ctx, l.name, key, cost)
 	}
-	return l.c.Take(ctx, l.name, key, l.rate, l.burst, cost)
+	return l.c.Take(ctx, l.name, key, l.limit, cost)
 }
 
 // Refund gives cost requests back to key's bucket (Client.Refund).
@@ -65,36 +67,36 @@ func (l *Limiter) Refund(ctx context.Context, key string, cost int) (bool, error
 
 // Request is a request of this limiter for key, for TakeAll.
 func (l *Limiter) Request(key string, cost int) Request {
-	return Request{Limiter: l.name, Key: key, Rate: l.rate, Burst: l.burst, Cost: cost}
+	return Request{Limiter: l.name, Key: key, Limit: l.limit, Cost: cost}
 }
 
-// Limit answers the limiter's rate and burst: a policy's from the client's
-// last read of rl_policies (ok false when it has none).
-func (l *Limiter) Limit() (rate float64, burst int, ok bool) {
+// Limit answers the limiter's limit: a policy's from the client's last read
+// of rl_policies (ok false when it has none).
+func (l *Limiter) Limit() (Limit, bool) {
 	if !l.policy {
-		return l.rate, l.burst, true
+		return l.limit, true
 	}
 	return l.c.PolicyLimit(l.name)
 }
 
-// PolicyLimit answers the rate and burst of limiter's policy as the client
-// last read them (ok false when it has not read one).
-func (c *Client) PolicyLimit(limiter string) (rate float64, burst int, ok bool) {
+// PolicyLimit answers the limit of limiter's policy as the client last read
+// it (ok false when it has not read one).
+func (c *Client) PolicyLimit(limiter string) (Limit, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p, ok := c.policies[limiter]
-	return p.rate, int(p.burst), ok
+	return Limit{Rate: p.rate, Burst: int(p.burst)}, ok
 }
 
 // SetHeaders sets on h the fields of decision d of this limiter (Headers);
 // when the limit is not known (a policy never read), only Retry-After.
 func (l *Limiter) SetHeaders(h http.Header, d Decision) {
-	rate, burst, ok := l.Limit()
-	fields, err := Headers(l.name, rate, burst, d)
+	limit, ok := l.Limit()
+	fields, err := Headers(l.name, limit, d)
 	if !ok || err != nil {
 		fields = map[string]string{}
-		if !d.Allowed && !math.IsInf(d.RetryAfter, 1) {
-			fields["Retry-After"] = strconv.FormatInt(ceilSeconds(secondsToUs(d.RetryAfter, math.MaxInt64)), 10)
+		if !d.Allowed && d.RetryAfter != Never {
+			fields["Retry-After"] = strconv.FormatInt(ceilSeconds(d.RetryAfter.Microseconds()), 10)
 		}
 	}
 	for k, v := range fields {
@@ -107,13 +109,14 @@ func ceilSeconds(us int64) int64 {
 }
 
 // Headers answers the IETF RateLimit fields (draft-ietf-httpapi-ratelimit-
-// headers-11) and Retry-After for decision d of limiter under the limit
-// (rate, burst), as SQL's rl_headers(d, limiter, rate, burst) does:
+// headers-11) and Retry-After for decision d of limiter under limit, as
+// SQL's rl_headers(d, limiter, rate, burst) does:
 // RateLimit-Policy "<limiter>";q=<burst>;w=<max(1, ceil(burst / rate))>,
 // RateLimit "<limiter>";r=<remaining>[;t=<seconds until the next cell is
 // back>], and on a denial that can be retried, Retry-After (never earlier
 // than t).  A limiter name that is not printable ASCII is refused.
-func Headers(limiter string, rate float64, burst int, d Decision) (map[string]string, error) {
+func Headers(limiter string, limit Limit, d Decision) (map[string]string, error) {
+	rate, burst := limit.Rate, limit.Burst
 	var name strings.Builder
 	name.WriteByte('"')
 	for i := 0; i < len(limiter); i++ {
@@ -143,7 +146,7 @@ func Headers(limiter string, rate float64, burst int, d Decision) (map[string]st
 	}
 	value := fmt.Sprintf("%s;r=%d", name.String(), d.Remaining)
 	var nextCell int64
-	if reset := int64(math.Round(d.ResetAfter * 1e6)); reset > 0 {
+	if reset := d.ResetAfter.Microseconds(); reset > 0 {
 		back := reset % l.intervalUs
 		if back == 0 {
 			back = l.intervalUs
@@ -152,8 +155,8 @@ func Headers(limiter string, rate float64, burst int, d Decision) (map[string]st
 		value += fmt.Sprintf(";t=%d", nextCell)
 	}
 	out["RateLimit"] = value
-	if !d.Allowed && !math.IsInf(d.RetryAfter, 1) {
-		retry := ceilSeconds(int64(math.Round(d.RetryAfter * 1e6)))
+	if !d.Allowed && d.RetryAfter != Never {
+		retry := ceilSeconds(d.RetryAfter.Microseconds())
 		if retry < nextCell {
 			retry = nextCell
 		}
@@ -165,28 +168,67 @@ func Headers(limiter string, rate float64, burst int, d Decision) (map[string]st
 // MiddlewareOptions configure Middleware.
 type MiddlewareOptions struct {
 	// TrustedProxies: the addresses and CIDR ranges of your own proxies,
-	// whose X-Forwarded-For entries are believed (ParseTrustedProxies);
-	// empty trusts nobody: the key is the peer's address.
+	// whose X-Forwarded-For (or Forwarded) entries are believed
+	// (ParseTrustedProxies); empty trusts nobody: the key is the peer's
+	// address.
 	TrustedProxies []string
-	// Key makes the key from the request and its client address; nil:
-	// IPKey(client, 64).
-	Key func(r *http.Request, client netip.Addr) string
+	// Forwarded: read the RFC 7239 Forwarded header instead of
+	// X-Forwarded-For (RequestIPForwarded).
+	Forwarded bool
+	// Key makes the key from the request and its client address (invalid
+	// for a peer without an IP address); an error goes to ErrorHandler and
+	// the request does not reach next.  nil: IPKey(client, 64), or the
+	// peer's RemoteAddr when it has no IP address.
+	Key func(r *http.Request, client netip.Addr) (string, error)
 	// Cost of each request: 1 when 0.
 	Cost int
-	// Denied writes the 429 response after the fields are set; nil: a
+	// Denied writes the 429 response after the fields are set; the
+	// decision is in its request's context (DecisionFromContext).  nil: a
 	// plain-text "Too Many Requests".
 	Denied http.Handler
+	// ErrorHandler answers a request the middleware could not decide: a
+	// Key error, bad use (an *Error), or the request's own context ending
+	// (an error wrapping its ctx.Err()).  nil: the error is logged with
+	// Logger and the answer is a plain-text 500 "Internal Server Error",
+	// which never shows the error.
+	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+	// Logger of the default ErrorHandler: nil is slog.Default().
+	Logger *slog.Logger
 }
 
-// Middleware limits each request by l, keyed by its client address as
-// rl_client_ip finds it behind opts.TrustedProxies.  Every response carries
-// the RateLimit fields; a denied request is answered 429 with Retry-After,
-// and never reaches next.  Bad use (an *Error from the limiter) is answered
-// 500.  The error is for an invalid TrustedProxies.
-func Middleware(l *Limiter, opts MiddlewareOptions) (func(http.Handler) http.Handler, error) {
+type decisionKey struct{}
+
+// DecisionFromContext answers the decision Middleware made for the request
+// whose context ctx is (ok false outside the middleware).
+func DecisionFromContext(ctx context.Context) (Decision, bool) {
+	d, ok := ctx.Value(decisionKey{}).(Decision)
+	return d, ok
+}
+
+// Middleware limits each request by every one of limiters, all or nothing
+// in one decision (TakeAll, or TakeAllPolicy for limiters made by
+// Client.Policy; the two kinds cannot be mixed), each with the key of the
+// request.  The key is its client address as rl_client_ip finds it behind
+// opts.TrustedProxies, or what opts.Key makes.  Every response carries the
+// RateLimit fields of the binding limiter; a denied request is answered 429
+// with Retry-After and never reaches next; an allowed one reaches next with
+// the decision in its context (DecisionFromContext).  The error is for
+// invalid options.
+func Middleware(opts MiddlewareOptions, limiters ...*Limiter) (func(http.Handler) http.Handler, error) {
+	if len(limiters) < 1 || len(limiters) > maxRequests {
+		return nil, errors.New("ratelimit: Middleware needs 1 to 16 limiters")
+	}
+	for _, l := range limiters[1:] {
+		if l.policy != limiters[0].policy || l.c != limiters[0].c {
+			return nil, errors.New("ratelimit: Middleware's limiters must be of one client, and all by policy or all explicit")
+		}
+	}
 	trusted, err := ParseTrustedProxies(opts.TrustedProxies)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Cost < 0 {
+		return nil, errors.New("ratelimit: Middleware's Cost must not be negative")
 	}
 	cost := opts.Cost
 	if cost == 0 {
@@ -194,10 +236,16 @@ func Middleware(l *Limiter, opts MiddlewareOptions) (func(http.Handler) http.Han
 	}
 	key := opts.Key
 	if key == nil {
-		key = func(_ *http.Request, ip netip.Addr) string {
-			k, _ := IPKey(ip, 64)
-			return k
+		key = func(r *http.Request, ip netip.Addr) (string, error) {
+			if !ip.IsValid() {
+				return r.RemoteAddr, nil // a peer without an IP address (a Unix socket)
+			}
+			return IPKey(ip, 64)
 		}
+	}
+	clientIP := RequestIP
+	if opts.Forwarded {
+		clientIP = RequestIPForwarded
 	}
 	denied := opts.Denied
 	if denied == nil {
@@ -205,19 +253,45 @@ func Middleware(l *Limiter, opts MiddlewareOptions) (func(http.Handler) http.Han
 			http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
 		})
 	}
+	onError := opts.ErrorHandler
+	if onError == nil {
+		logger := opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		onError = func(w http.ResponseWriter, r *http.Request, err error) {
+			logger.ErrorContext(r.Context(), "ratelimit: the request was not decided",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err))
+			http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+		}
+	}
+	take := func(ctx context.Context, k string) (Decision, error) { return limiters[0].TakeN(ctx, k, cost) }
+	if len(limiters) > 1 {
+		take = func(ctx context.Context, k string) (Decision, error) {
+			requests := make([]Request, len(limiters))
+			for i, l := range limiters {
+				requests[i] = l.Request(k, cost)
+			}
+			if limiters[0].policy {
+				return limiters[0].c.TakeAllPolicy(ctx, requests)
+			}
+			return limiters[0].c.TakeAll(ctx, requests)
+		}
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ip := RequestIP(r, trusted)
-			k := r.RemoteAddr // a peer without an IP address (a Unix socket)
-			if ip.IsValid() {
-				k = key(r, ip)
-			}
-			d, err := l.TakeN(r.Context(), k, cost)
+			k, err := key(r, clientIP(r, trusted))
 			if err != nil {
-				http.Error(w, "rate limit: "+err.Error(), http.StatusInternalServerError)
+				onError(w, r, err)
 				return
 			}
-			l.SetHeaders(w.Header(), d)
+			d, err := take(r.Context(), k)
+			if err != nil {
+				onError(w, r, err)
+				return
+			}
+			limiters[d.Binding].SetHeaders(w.Header(), d)
+			r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, d))
 			if !d.Allowed {
 				w.Header().Del("Content-Length")
 				denied.ServeHTTP(w, r)
@@ -228,10 +302,8 @@ func Middleware(l *Limiter, opts MiddlewareOptions) (func(http.Handler) http.Han
 	}, nil
 }
 
-// RequestIP is the client address of r: ClientIP of its peer and its
-// X-Forwarded-For lines, joined with commas in the order they came.  It
-// is invalid for a peer without an IP address.
-func RequestIP(r *http.Request, trusted TrustedProxies) netip.Addr {
+// peerIP is the IP address of r's peer, invalid for a peer without one.
+func peerIP(r *http.Request) netip.Addr {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -240,5 +312,18 @@ func RequestIP(r *http.Request, trusted TrustedProxies) netip.Addr {
 	if err != nil {
 		return netip.Addr{}
 	}
-	return ClientIP(remote, strings.Join(r.Header.Values("X-Forwarded-For"), ","), trusted)
+	return remote
+}
+
+// RequestIP is the client address of r: ClientIP of its peer and its
+// X-Forwarded-For lines, joined with commas in the order they came.  It
+// is invalid for a peer without an IP address.
+func RequestIP(r *http.Request, trusted TrustedProxies) netip.Addr {
+	return ClientIP(peerIP(r), strings.Join(r.Header.Values("X-Forwarded-For"), ","), trusted)
+}
+
+// RequestIPForwarded is RequestIP by r's RFC 7239 Forwarded lines
+// (ClientIPForwarded).
+func RequestIPForwarded(r *http.Request, trusted TrustedProxies) netip.Addr {
+	return ClientIPForwarded(peerIP(r), strings.Join(r.Header.Values("Forwarded"), ","), trusted)
 }

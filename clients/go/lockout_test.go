@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // TestLockoutKept: a lock the database started is kept by the pre-check
@@ -25,7 +26,7 @@ func TestLockoutKept(t *testing.T) {
 		t.Fatalf("the 3rd, a lockout of 600 s by the database: %+v %v", d, err)
 	}
 	if d, err := c.TakePolicy(ctx, pol, "ada", 1); err != nil || d.Allowed || d.Source != SourceLocal ||
-		d.RetryAfter > 600 || d.RetryAfter < 595 {
+		d.RetryAfter > 600*time.Second || d.RetryAfter < 595*time.Second {
 		t.Fatalf("the pre-check keeps the lock: %+v %v", d, err)
 	}
 	v.stop(t)
@@ -36,7 +37,7 @@ func TestLockoutKept(t *testing.T) {
 	}
 	// the database's lock's remainder, not a lockout of the fallback's own
 	if d, err := c.TakePolicy(ctx, pol, "ada", 1); err != nil || d.Allowed || d.Source != SourceFallback ||
-		d.RetryAfter >= 599.99 || d.RetryAfter < 595 {
+		d.RetryAfter >= 599990*time.Millisecond || d.RetryAfter < 595*time.Second {
 		t.Fatalf("the fallback keeps the lock: %+v %v", d, err)
 	}
 }

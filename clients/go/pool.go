@@ -13,7 +13,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/jackc/pgconn"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 type connPool struct {

@@ -3,12 +3,13 @@
 # (SIGSTOP) and restart, and PgBouncer in transaction mode; then the tests
 # of decisions, policies and the middleware again against a cluster with the
 # SQL edition (managed/) instead of the extension.  Each Go test is one
-# assertion here.  Offline:
-# GOPATH mode over Debian's Go sources in /usr/share/gocode.
+# assertion here.  Offline, in module mode, on Debian's Go sources
+# (GoModules.pm); skipped, saying why, where Debian's Go or pgx is too old.
 use strict;
 use warnings;
 use lib "$ENV{RL_SRC}/test/client";
 use ClientTest;
+use GoModules;
 use IPC::Run;
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
@@ -16,6 +17,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $src = $ENV{RL_SRC};
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+my ($skip, $modenv) = go_offline("$src/clients/go", $tmp);
+plan skip_all => $skip if $skip;
 my @stats = ("track_functions = 'all'");
 my $table = client_node('go_table', @stats);
 my $memory = client_node('go_memory', @stats,
@@ -32,15 +36,8 @@ sub connstr
 	return 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
 }
 
-my $tmp = PostgreSQL::Test::Utils::tempdir();
-mkdir "$tmp/gopath";
-mkdir "$tmp/gopath/src";
-symlink("$src/clients/go", "$tmp/gopath/src/ratelimit") or die "symlink: $!";
 my %goenv = (
-	GO111MODULE => 'off',
-	GOPATH => "$tmp/gopath:/usr/share/gocode",
-	GOPROXY => 'off',
-	GOFLAGS => '',
+	%$modenv,
 	RL_GO_TABLE => connstr($table),
 	RL_GO_MEMORY => connstr($memory),
 	RL_GO_VICTIM => connstr($victim),
@@ -48,22 +45,22 @@ my %goenv = (
 	RL_GO_BINDIR => $victim->config_data('--bindir'),
 	RL_GO_PGBOUNCER => "host=127.0.0.1 port=$bouncer_port dbname=postgres",
 	RL_SRC => $src);
-$goenv{GOCACHE} = "$tmp/gocache" unless $ENV{HOME} && -w $ENV{HOME};
 
 sub go
 {
 	my (@args) = @_;
 	local %ENV = (%ENV, %goenv);
 	my ($out, $err) = ('', '');
-	IPC::Run::run([ 'go', @args ], '>', \$out, '2>', \$err, IPC::Run::timeout(1500));
+	IPC::Run::run([ 'go', @args ], '>', \$out, '2>', \$err, init => sub { chdir "$src/clients/go" or die $! },
+		IPC::Run::timeout(1500));
 	return ($? == 0, $out, $err);
 }
 
-my ($ok, $out, $err) = go('vet', 'ratelimit');
+my ($ok, $out, $err) = go('vet', '.');
 ok($ok, 'go vet is clean') or diag("$out$err");
 
 # -race where the race runtime is there (amd64 and arm64 Linux)
-my ($race) = go('test', '-race', '-count=1', '-run', '^$', 'ratelimit');
+my ($race) = go('test', '-race', '-count=1', '-run', '^$', '.');
 diag('the race detector is not available: goroutine tests run without it') unless $race;
 
 # go_tests(LABEL, AT LEAST, ARGS): go test -json with these arguments, at
@@ -72,7 +69,7 @@ sub go_tests
 {
 	my ($label, $least, @args) = @_;
 	my ($ok, $out, $err) = go('test', ($race ? ('-race') : ()), '-count=1', '-json', '-timeout', '20m', @args,
-		'ratelimit');
+		'.');
 	my (%result, @order, %output);
 	for my $line (split /\n/, $out)
 	{

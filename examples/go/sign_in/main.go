@@ -1,19 +1,17 @@
-// main.go: apt-get install -y golang-go golang-github-jackc-pgx-v4-dev
-// mkdir -p ~/go/src && ln -s /path/to/ratelimit/clients/go ~/go/src/ratelimit
-// DATABASE_URL=postgres://web:change-me@localhost/app GO111MODULE=off GOPATH=$HOME/go:/usr/share/gocode go run main.go
+// main.go, beside its go.mod (which requires the client; Go 1.25 or later)
+// DATABASE_URL=postgres://web:change-me@localhost/app go run .
 package main
 
 import (
-	"context"
 	"log"
 	"net/http"
 	"os"
 
-	"ratelimit"
+	ratelimit "github.com/ratelimit/ratelimit/clients/go"
 )
 
 func main() {
-	rl, err := ratelimit.Connect(context.Background(), os.Getenv("DATABASE_URL"), nil)
+	rl, err := ratelimit.New(os.Getenv("DATABASE_URL"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
